@@ -1,0 +1,1 @@
+"""grpo-tools: GRPO fine-tuning for LLM tool calling."""

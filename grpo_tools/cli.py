@@ -1,0 +1,55 @@
+"""The `grpo-tools` command line.
+
+Each subcommand lives in the module that owns its work and exposes `main(argv) -> int`; this file only names
+them. Nothing heavy is imported until a subcommand runs, so `grpo-tools --help` answers at once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: its one-line help and where its `main(argv) -> int` lives."""
+
+    help: str
+    target: str  # "module:function"
+
+
+COMMANDS: dict[str, Command] = {
+    "train": Command("Fine-tune tool calling with GRPO from a recipe YAML.", "grpo_tools.train:main"),
+    "score": Command("Score a file of model outputs against a canonical dataset.", "grpo_tools.scoring:main"),
+    "check-data": Command("Lint a canonical tool-calling dataset.", "grpo_tools.data:check_data_main"),
+    "convert": Command("Convert a public tool-calling dataset to canonical rows.", "grpo_tools.data:convert_main"),
+}
+
+
+def _usage() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = ["usage: grpo-tools <command> [options]", "", "GRPO fine-tuning for LLM tool calling.", "", "commands:"]
+    lines += [f"  {name.ljust(width)}  {command.help}" for name, command in COMMANDS.items()]
+    lines += ["", "Run `grpo-tools <command> --help` for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch `grpo-tools <command> ...` to the command's own `main`."""
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    command = COMMANDS.get(name)
+    if command is None:
+        print(f"grpo-tools: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module_name, function_name = command.target.split(":")
+    function = getattr(importlib.import_module(module_name), function_name)
+    return function(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
