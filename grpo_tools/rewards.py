@@ -1,0 +1,658 @@
+"""The tool-use reward model: named rewards that score a completion's tool calls against a row's gold calls.
+
+Every reward has trl's signature (`completions` plus the dataset columns as keyword arguments) and returns one float
+per completion, so each can be passed as `reward_funcs` to a plain `trl.GRPOTrainer`. Under the hood each is a
+scorer `(ParseResult, Gold) -> Verdict`: the score and the error kinds that explain each lost credit. The exact
+semantics are in DESIGN.md ("Reward semantics"); the short version is in each scorer's docstring.
+
+A malformed *gold* row (answers, possible answers, tools) raises `GoldError` naming the row; a malformed *completion*
+only ever scores lower.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from grpo_tools.calls import ParseResult, ToolCall, parse_tool_calls
+
+
+__all__ = [
+    "ERROR_KINDS",
+    "REWARDS",
+    "Gold",
+    "GoldError",
+    "RewardSpec",
+    "Verdict",
+    "get_reward_funcs",
+    "make_gold",
+    "score_completion",
+    "tool_bfcl_reward",
+    "tool_exact_reward",
+    "tool_format_reward",
+    "tool_partial_reward",
+    "tool_schema_reward",
+]
+
+# Why a completion lost credit. `missing_prediction` is only used by scoring (a data row with no prediction).
+ERROR_KINDS: tuple[str, ...] = (
+    "parse_error",
+    "wrong_name",
+    "missing_argument",
+    "unexpected_argument",
+    "wrong_value",
+    "wrong_type",
+    "wrong_count",
+    "unexpected_call",
+    "missed_call",
+    "missing_prediction",
+)
+
+
+class GoldError(ValueError):
+    """A gold row (answers, possible_answers or tools) that cannot be scored against; the message names the row."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One completion's score under one reward, and the error kinds behind each credit it lost."""
+
+    score: float
+    errors: tuple[str, ...] = ()
+
+    @property
+    def correct(self) -> bool:
+        """Full credit."""
+        return self.score >= 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSpec:
+    """What the rewards need of one declared parameter: its JSON Schema and type names."""
+
+    schema: dict[str, Any]
+    types: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """What the rewards need of one offered tool: its parameters and which are required."""
+
+    params: dict[str, ParamSpec]
+    required: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Gold:
+    """A row's reference: gold calls, BFCL acceptable values (one `(name, {param: [values]})` per call), the tools."""
+
+    calls: tuple[ToolCall, ...]
+    possible: tuple[tuple[str, dict[str, list[Any]]], ...]
+    tools: Any  # the row's tool list as given (list of dicts or JSON string); read lazily by the rewards that need it
+    row: str = "row"
+
+    @cached_property
+    def signatures(self) -> dict[str, Signature]:
+        """Parameter types and required names per offered tool, read once per row when a reward first needs them."""
+        return _signatures(self.tools, self.row)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading gold rows and tools
+
+
+def _load_json(value: Any, field: str, row: str) -> Any:
+    """Columns may hold JSON strings (datasets stores heterogeneous nested values that way)."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError as error:
+            raise GoldError(f"{row}: {field} is a string but not valid JSON ({error})") from None
+    return value
+
+
+def _gold_calls(answers: Any, row: str) -> tuple[ToolCall, ...]:
+    answers = _load_json(answers, "answers", row)
+    if answers is None:
+        raise GoldError(f"{row}: answers is missing (use [] when the right response calls no tool)")
+    if not isinstance(answers, list):
+        raise GoldError(f"{row}: answers must be a list of {{name, arguments}}, got {type(answers).__name__}")
+    calls = []
+    for index, answer in enumerate(answers):
+        if not isinstance(answer, dict) or not isinstance(answer.get("name"), str):
+            raise GoldError(f"{row}: answers[{index}] must be an object with a string 'name'")
+        arguments = _load_json(answer.get("arguments", {}), f"answers[{index}].arguments", row)
+        if not isinstance(arguments, dict):
+            raise GoldError(f"{row}: answers[{index}].arguments must be an object")
+        calls.append(ToolCall(answer["name"], arguments))
+    return tuple(calls)
+
+
+def _possible(possible_answers: Any, calls: tuple[ToolCall, ...], row: str) -> tuple[tuple[str, dict], ...]:
+    """BFCL acceptable values; derived from the gold calls (each value the only one, each given param required)."""
+    possible_answers = _load_json(possible_answers, "possible_answers", row)
+    if possible_answers is None:
+        return tuple((call.name, {key: [value] for key, value in call.arguments.items()}) for call in calls)
+    if not isinstance(possible_answers, list):
+        raise GoldError(f"{row}: possible_answers must be a list with one entry per gold call")
+    entries = []
+    for index, entry in enumerate(possible_answers):
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise GoldError(f"{row}: possible_answers[{index}] must be an object with exactly one function name")
+        ((name, params),) = entry.items()
+        if not isinstance(params, dict) or not all(isinstance(values, list) for values in params.values()):
+            raise GoldError(f"{row}: possible_answers[{index}].{name} must map each parameter to a list of values")
+        entries.append((name, params))
+    if len(entries) != len(calls):
+        raise GoldError(f"{row}: possible_answers has {len(entries)} entries but answers has {len(calls)} calls")
+    return tuple(entries)
+
+
+def make_gold(tools: Any, answers: Any, possible_answers: Any = None, row: str = "row") -> Gold:
+    """Read a row's gold columns once; `row` (e.g. "row 17 (id=weather-0007)") names the row in errors."""
+    calls = _gold_calls(answers, row)
+    return Gold(calls, _possible(possible_answers, calls, row), tools, row)
+
+
+_JSON_SCHEMA_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
+
+
+def _types_of(schema: Any) -> frozenset[str] | None:
+    """The JSON Schema type names of a schema; None when it is not standard JSON Schema (BFCL, xLAM)."""
+    if not isinstance(schema, dict):
+        return None
+    declared = schema.get("type")
+    if declared is None:
+        return frozenset()
+    names = frozenset([declared] if isinstance(declared, str) else declared)
+    return names if names <= _JSON_SCHEMA_TYPES else None
+
+
+def _fast_signature(tool: Any) -> tuple[str, Signature] | None:
+    """Read a canonical (OpenAI, JSON Schema) tool directly: the common case, and a hot path during training."""
+    if not isinstance(tool, dict):
+        return None
+    function = tool.get("function", tool)
+    parameters = function.get("parameters") if isinstance(function, dict) else None
+    if not isinstance(function.get("name"), str) or not isinstance(parameters, dict):
+        return None
+    properties = parameters.get("properties", {})
+    if parameters.get("type") != "object" or not isinstance(properties, dict):
+        return None
+    params = {}
+    for name, schema in properties.items():
+        types = _types_of(schema)
+        if types is None:
+            return None
+        params[name] = ParamSpec(schema, types)
+    return function["name"], Signature(params, frozenset(parameters.get("required", ())))
+
+
+def _signatures(tools: Any, row: str) -> dict[str, Signature]:
+    """Parameter specs per tool name; other dialects (BFCL, xLAM) go through full normalisation in `schemas`."""
+    tools = _load_json(tools, "tools", row)
+    if not isinstance(tools, list):
+        raise GoldError(f"{row}: tools must be a list of tool definitions")
+    signatures = {}
+    for tool in tools:
+        fast = _fast_signature(tool)
+        if fast is None:
+            return _normalized_signatures(tools, row)
+        signatures[fast[0]] = fast[1]
+    return signatures
+
+
+def _normalized_signatures(tools: list[Any], row: str) -> dict[str, Signature]:
+    from grpo_tools.schemas import SchemaError, normalize_tools
+
+    try:
+        normalized = normalize_tools(tools)
+    except SchemaError as error:
+        raise GoldError(f"{row}: {error}") from None
+    return {
+        name: Signature(
+            {param: ParamSpec(schema, tool.param_types(param)) for param, schema in tool.properties.items()},
+            frozenset(tool.required),
+        )
+        for name, tool in normalized.items()
+    }
+
+
+def _tool_names(tools: Any, row: str) -> frozenset[str]:
+    from grpo_tools.schemas import SchemaError, tool_names
+
+    try:
+        return tool_names(_load_json(tools, "tools", row))
+    except SchemaError as error:
+        raise GoldError(f"{row}: {error}") from None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Comparing values
+
+
+def _json_equal(predicted: Any, gold: Any, schema: Any = None) -> bool:
+    """Equal as JSON (so `True != 1` and `1 != 1.0`), except that an integer equals the same float where `schema`
+    says `number`. `schema` follows the value down through `properties` and `items`."""
+    if type(predicted) is type(gold):
+        if type(gold) is dict:
+            if predicted.keys() != gold.keys():
+                return False
+            properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+            return all(_json_equal(predicted[key], gold[key], properties.get(key)) for key in gold)
+        if type(gold) is list:
+            items = schema.get("items") if isinstance(schema, dict) else None
+            return len(predicted) == len(gold) and all(
+                _json_equal(p, g, items) for p, g in zip(predicted, gold, strict=True)
+            )
+        return predicted == gold
+    if type(predicted) in (int, float) and type(gold) in (int, float):
+        return "number" in (_types_of(schema) or ()) and predicted == gold
+    return False
+
+
+def _same_kind(predicted: Any, gold: Any, schema: Any) -> bool:
+    """Whether two values have the same JSON type, to tell wrong_type from wrong_value; an integer and a float are
+    the same kind only where the schema says `number`."""
+    if type(predicted) is type(gold):
+        return True
+    numbers = (int, float)
+    return type(predicted) in numbers and type(gold) in numbers and "number" in (_types_of(schema) or ())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pairing predicted and gold calls
+
+
+def _best_pairs(credit: list[list[float]]) -> list[tuple[int, int]]:
+    """Rows and columns of a maximum-total-credit assignment (Hungarian algorithm via scipy)."""
+    if len(credit) == 1 and len(credit[0]) == 1:
+        return [(0, 0)]
+    from scipy.optimize import linear_sum_assignment
+
+    rows, columns = linear_sum_assignment(credit, maximize=True)
+    return list(zip(rows.tolist(), columns.tolist(), strict=True))
+
+
+def _pair_credit(predicted: ToolCall, gold: ToolCall, params: dict[str, ParamSpec] | None) -> float:
+    """`(1 + J + V) / 3` for calls to the same tool: J the Jaccard index of argument names, V the fraction of gold
+    arguments whose values match; 0 for different tools."""
+    if predicted.name != gold.name:
+        return 0.0
+    predicted_names, gold_names = predicted.arguments.keys(), gold.arguments.keys()
+    union = len(predicted_names | gold_names)
+    jaccard = len(predicted_names & gold_names) / union if union else 1.0
+    if not gold_names:
+        values = 1.0
+    else:
+        matched = sum(
+            1
+            for key, value in gold.arguments.items()
+            if key in predicted.arguments
+            and _json_equal(predicted.arguments[key], value, params[key].schema if params and key in params else None)
+        )
+        values = matched / len(gold_names)
+    return (1.0 + jaccard + values) / 3.0
+
+
+def _pair_errors(predicted: ToolCall, gold: ToolCall, params: dict[str, ParamSpec] | None) -> list[str]:
+    """The error kinds that tell a predicted call from the gold call it was paired with."""
+    if predicted.name != gold.name:
+        return ["wrong_name"]
+    errors = ["missing_argument" for key in gold.arguments if key not in predicted.arguments]
+    errors += ["unexpected_argument" for key in predicted.arguments if key not in gold.arguments]
+    for key, value in gold.arguments.items():
+        if key in predicted.arguments:
+            schema = params[key].schema if params and key in params else None
+            if not _json_equal(predicted.arguments[key], value, schema):
+                errors.append("wrong_value" if _same_kind(predicted.arguments[key], value, schema) else "wrong_type")
+    return errors
+
+
+def _irrelevance(parsed: ParseResult) -> Verdict:
+    """Rows whose gold calls nothing: 1 for calling nothing, 0 for any call, in every reward."""
+    if not parsed.attempted:
+        return Verdict(1.0)
+    return Verdict(0.0, ("unexpected_call",) + ("parse_error",) * len(parsed.errors))
+
+
+def _params_by_name(gold: Gold, name: str) -> dict[str, ParamSpec] | None:
+    signature = gold.signatures.get(name)
+    return signature.params if signature else None
+
+
+def _diagnose(parsed: ParseResult, gold: Gold) -> tuple[float, list[str]]:
+    """Total pair credit of the best pairing, and the error kinds of every imperfect pair or unpaired call."""
+    errors = ["parse_error"] * len(parsed.errors)
+    predicted, expected = parsed.calls, gold.calls
+    if len(predicted) + len(parsed.errors) != len(expected):
+        errors.append("wrong_count")
+    if not predicted:
+        return 0.0, errors
+    params = {call.name: _params_by_name(gold, call.name) for call in expected}
+    credit = [[_pair_credit(p, g, params[g.name]) for g in expected] for p in predicted]
+    total = 0.0
+    for p, g in _best_pairs(credit):
+        total += credit[p][g]
+        errors += _pair_errors(predicted[p], expected[g], params[expected[g].name])
+    return total, errors
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Scorers: (ParseResult, Gold) -> Verdict
+
+
+def score_format(parsed: ParseResult, gold: Gold) -> Verdict:
+    """1 when there is at least one call, every attempted call parses, and each names an offered tool."""
+    if not gold.calls:
+        return _irrelevance(parsed)
+    if not parsed.attempted:
+        return Verdict(0.0, ("missed_call",))
+    names = _tool_names(gold.tools, gold.row)
+    errors = ("parse_error",) * len(parsed.errors) + tuple("wrong_name" for c in parsed.calls if c.name not in names)
+    return Verdict(0.0 if errors or not parsed.calls else 1.0, errors)
+
+
+def score_schema(parsed: ParseResult, gold: Gold) -> Verdict:
+    """The fraction of attempted calls whose arguments validate against their tool's JSON Schema (a call that did
+    not parse counts as invalid)."""
+    if not gold.calls:
+        return _irrelevance(parsed)
+    if not parsed.attempted:
+        return Verdict(0.0, ("missed_call",))
+    from grpo_tools.schemas import SchemaError, normalize_tools, validate_arguments
+
+    try:
+        tools = normalize_tools(_load_json(gold.tools, "tools", gold.row))
+    except SchemaError as error:
+        raise GoldError(f"{gold.row}: {error}") from None
+    errors = ["parse_error"] * len(parsed.errors)
+    valid = 0
+    for call in parsed.calls:
+        tool = tools.get(call.name)
+        if tool is None:
+            errors.append("wrong_name")
+            continue
+        problems = validate_arguments(tool, call.arguments)
+        errors += [problem.kind for problem in problems]
+        valid += not problems
+    return Verdict(valid / (len(parsed.calls) + len(parsed.errors)), tuple(errors))
+
+
+def score_exact(parsed: ParseResult, gold: Gold) -> Verdict:
+    """1 when the predicted calls equal the gold calls as a multiset (any order), values equal as JSON except that an
+    integer equals the same float where the schema says `number`; else 0."""
+    if not gold.calls:
+        return _irrelevance(parsed)
+    if not parsed.attempted:
+        return Verdict(0.0, ("missed_call",))
+    predicted, expected = parsed.calls, gold.calls
+    if not parsed.errors and len(predicted) == len(expected):
+        # Fast path: strict JSON equality needs no schema; the number rule is only consulted on a mismatch.
+        single = len(expected) == 1 and predicted[0].name == expected[0].name
+        if single and _json_equal(predicted[0].arguments, expected[0].arguments):
+            return Verdict(1.0)
+        if _multiset_equal(predicted, gold):
+            return Verdict(1.0)
+    _, errors = _diagnose(parsed, gold)
+    return Verdict(0.0, tuple(errors or ["wrong_value"]))
+
+
+def _multiset_equal(predicted: tuple[ToolCall, ...], gold: Gold) -> bool:
+    # Equality (with the number rule) is an equivalence relation, so greedy matching finds a perfect one if any exists.
+    unmatched = list(predicted)
+    for expected in gold.calls:
+        params = _params_by_name(gold, expected.name) or {}
+        schema = {"properties": {name: spec.schema for name, spec in params.items()}}
+        for index, call in enumerate(unmatched):
+            if call.name == expected.name and _json_equal(call.arguments, expected.arguments, schema):
+                del unmatched[index]
+                break
+        else:
+            return False
+    return True
+
+
+def score_partial(parsed: ParseResult, gold: Gold) -> Verdict:
+    """Pair predicted and gold calls by an optimal assignment; each pair earns `(1 + J + V) / 3` (0 across different
+    tools); the total is divided by `max(#predicted, #gold)`, so extra and missing calls both cost credit."""
+    if not gold.calls:
+        return _irrelevance(parsed)
+    if not parsed.attempted:
+        return Verdict(0.0, ("missed_call",))
+    total, errors = _diagnose(parsed, gold)
+    attempted = len(parsed.calls) + len(parsed.errors)
+    return Verdict(total / max(attempted, len(gold.calls)), tuple(errors))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# BFCL AST rules (Berkeley Function Calling Leaderboard, `ast_checker`), as DESIGN.md states them
+
+
+# BFCL normalises strings by lowercasing and deleting spaces and ,./-_*^ before comparing.
+_BFCL_STRIP = str.maketrans("", "", " ,./-_*^")
+
+
+def _bfcl_type_ok(value: Any, schema: Any, top_level: bool) -> bool:
+    """Types follow the schema strictly, inside lists and objects too; a `number` accepts an integer at the top
+    level only."""
+    types = _types_of(schema)
+    if not types:
+        return True
+    kind = type(value)
+    for name in types:
+        if (
+            (name == "string" and kind is str)
+            or (name == "integer" and kind is int)
+            or (name == "number" and (kind is float or (top_level and kind is int)))
+            or (name == "boolean" and kind is bool)
+            or (name == "null" and value is None)
+            or (name == "object" and kind is dict)
+        ):
+            return True
+        if name == "array" and kind is list:
+            items = schema.get("items")
+            return all(_bfcl_type_ok(element, items, top_level=False) for element in value)
+    return False
+
+
+def _bfcl_equal(value: Any, acceptable: Any) -> bool:
+    """One value against one acceptable value: normalised strings, lists element by element in order, objects key by
+    key one level deep (an acceptable object maps each key to its list of acceptable values)."""
+    if isinstance(value, str) and isinstance(acceptable, str):
+        return value.lower().translate(_BFCL_STRIP) == acceptable.lower().translate(_BFCL_STRIP)
+    if isinstance(value, list) and isinstance(acceptable, list):
+        return len(value) == len(acceptable) and all(_bfcl_equal(v, a) for v, a in zip(value, acceptable, strict=True))
+    if isinstance(value, dict) and isinstance(acceptable, dict):
+        for key, options in acceptable.items():
+            options = options if isinstance(options, list) else [options]
+            if key not in value:
+                if "" not in options:
+                    return False
+            elif not any(_bfcl_flat_equal(value[key], option) for option in options):
+                return False
+        return all(key in acceptable for key in value)
+    if isinstance(value, bool) or isinstance(acceptable, bool):
+        return type(value) is type(acceptable) and value == acceptable
+    return value == acceptable
+
+
+def _bfcl_flat_equal(value: Any, acceptable: Any) -> bool:
+    """Inside an object (one level deep): strings normalised, everything else compared as JSON."""
+    if isinstance(value, str) and isinstance(acceptable, str):
+        return _bfcl_equal(value, acceptable)
+    return _json_equal(value, acceptable) or (
+        type(value) in (int, float) and type(acceptable) in (int, float) and value == acceptable
+    )
+
+
+def _bfcl_call_errors(
+    call: ToolCall, name: str, acceptable: dict[str, list], signature: Signature | None
+) -> list[str]:
+    """Why a call fails one gold entry under the AST rules; [] when it matches."""
+    if call.name != name:
+        return ["wrong_name"]
+    params = signature.params if signature else {}
+    errors = []
+    for key in call.arguments:
+        if key not in params or key not in acceptable:
+            errors.append("unexpected_argument")
+    required = (signature.required if signature else frozenset()) | {
+        key for key, options in acceptable.items() if "" not in options
+    }
+    errors += ["missing_argument" for key in required if key not in call.arguments]
+    for key, value in call.arguments.items():
+        if key not in params or key not in acceptable:
+            continue
+        if not _bfcl_type_ok(value, params[key].schema, top_level=True):
+            errors.append("wrong_type")
+        elif not any(_bfcl_equal(value, option) for option in acceptable[key] if option != "" or value == ""):
+            errors.append("wrong_value")
+    return errors
+
+
+def score_bfcl(parsed: ParseResult, gold: Gold) -> Verdict:
+    """BFCL's AST rules: equal counts, and a one-to-one pairing in any order in which every pair has the gold name,
+    only declared parameters, every required (or non-optional) parameter, strictly typed values, and each value among
+    the acceptable ones. Binary."""
+    if not gold.calls:
+        return _irrelevance(parsed)
+    if not parsed.attempted:
+        return Verdict(0.0, ("missed_call",))
+    if parsed.errors:
+        return Verdict(0.0, ("parse_error",) * len(parsed.errors))
+    predicted, possible = parsed.calls, gold.possible
+    if len(predicted) != len(possible):
+        return Verdict(0.0, ("wrong_count",))
+    signatures = gold.signatures
+    table = [[_bfcl_call_errors(call, name, ok, signatures.get(name)) for name, ok in possible] for call in predicted]
+    pairs = _best_pairs([[0.0 if errors else 1.0 for errors in row] for row in table])
+    errors = [kind for p, g in pairs for kind in table[p][g]]
+    return Verdict(0.0 if errors else 1.0, tuple(errors))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# trl-facing reward functions and the registry
+
+
+Scorer = Callable[[ParseResult, Gold], Verdict]
+
+
+def _row_name(index: int, ids: Sequence[Any] | None) -> str:
+    return f"row {index} (id={ids[index]})" if ids is not None and index < len(ids) else f"row {index}"
+
+
+def _score_batch(
+    scorer: Scorer,
+    completions: Sequence[Any],
+    tools: Sequence[Any],
+    answers: Sequence[Any],
+    possible_answers: Sequence[Any] | None,
+    kwargs: dict[str, Any],
+) -> list[float]:
+    """Score a batch the way trl passes it; report the share of completions with each error kind via `log_metric`."""
+    ids = kwargs.get("id")
+    possible = possible_answers if possible_answers is not None else [None] * len(completions)
+    verdicts = [
+        scorer(parse_tool_calls(completion), make_gold(row_tools, row_answers, row_possible, _row_name(i, ids)))
+        for i, (completion, row_tools, row_answers, row_possible) in enumerate(
+            zip(completions, tools, answers, possible, strict=True)
+        )
+    ]
+    log_metric = kwargs.get("log_metric")
+    if log_metric is not None and verdicts:
+        counts = Counter(kind for verdict in verdicts for kind in set(verdict.errors))
+        name = next(name for name, spec in REWARDS.items() if spec.scorer is scorer)
+        for kind in ERROR_KINDS[:-1]:
+            log_metric(f"{name}/{kind}", counts[kind] / len(verdicts))
+    return [verdict.score for verdict in verdicts]
+
+
+def tool_format_reward(
+    completions: Sequence[Any], tools: Sequence[Any], answers: Sequence[Any], possible_answers=None, **kwargs
+) -> list[float]:
+    """1.0 per completion whose calls all parse and name offered tools (see `score_format`).
+
+    >>> tools = [[{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]]
+    >>> tool_format_reward(['<tool_call>{"name": "f", "arguments": {}}</tool_call>'], tools, [[{"name": "f"}]])
+    [1.0]
+    """
+    return _score_batch(score_format, completions, tools, answers, possible_answers, kwargs)
+
+
+def tool_schema_reward(
+    completions: Sequence[Any], tools: Sequence[Any], answers: Sequence[Any], possible_answers=None, **kwargs
+) -> list[float]:
+    """Fraction of each completion's calls whose arguments validate against the tool schema (see `score_schema`)."""
+    return _score_batch(score_schema, completions, tools, answers, possible_answers, kwargs)
+
+
+def tool_exact_reward(
+    completions: Sequence[Any], tools: Sequence[Any], answers: Sequence[Any], possible_answers=None, **kwargs
+) -> list[float]:
+    """1.0 per completion whose calls equal the gold calls as a multiset (see `score_exact`).
+
+    >>> tools = [[{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+    ...           "properties": {"x": {"type": "number"}}}}}]] * 2
+    >>> answers = [[{"name": "f", "arguments": {"x": 2.0}}]] * 2
+    >>> tool_exact_reward(["[f(x=2)]", "[f(x=3)]"], tools, answers)
+    [1.0, 0.0]
+    """
+    return _score_batch(score_exact, completions, tools, answers, possible_answers, kwargs)
+
+
+def tool_partial_reward(
+    completions: Sequence[Any], tools: Sequence[Any], answers: Sequence[Any], possible_answers=None, **kwargs
+) -> list[float]:
+    """Partial credit in [0, 1] for names, argument names and values (see `score_partial`).
+
+    >>> tools = [[{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+    ...           "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}}}]]
+    >>> tool_partial_reward(['[f(a="x", b="wrong")]'], tools, [[{"name": "f", "arguments": {"a": "x", "b": "y"}}]])
+    [0.8333333333333334]
+    """
+    return _score_batch(score_partial, completions, tools, answers, possible_answers, kwargs)
+
+
+def tool_bfcl_reward(
+    completions: Sequence[Any], tools: Sequence[Any], answers: Sequence[Any], possible_answers=None, **kwargs
+) -> list[float]:
+    """1.0 per completion correct under the BFCL AST rules (see `score_bfcl`)."""
+    return _score_batch(score_bfcl, completions, tools, answers, possible_answers, kwargs)
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """A registered reward: the trl reward function, its scorer, and one line for help texts."""
+
+    function: Callable[..., list[float]]
+    scorer: Scorer
+    description: str
+
+
+REWARDS: dict[str, RewardSpec] = {
+    "tool_format": RewardSpec(
+        tool_format_reward, score_format, "every attempted call parses and names an offered tool"
+    ),
+    "tool_schema": RewardSpec(tool_schema_reward, score_schema, "fraction of calls whose arguments fit the schema"),
+    "tool_exact": RewardSpec(tool_exact_reward, score_exact, "the calls equal the gold calls (any order)"),
+    "tool_partial": RewardSpec(tool_partial_reward, score_partial, "partial credit for names, argument names, values"),
+    "tool_bfcl": RewardSpec(tool_bfcl_reward, score_bfcl, "the Berkeley Function Calling Leaderboard's AST rules"),
+}
+
+
+def get_reward_funcs(names: Sequence[str]) -> list[Callable[..., list[float]]]:
+    """The trl reward functions for registry names, e.g. `get_reward_funcs(["tool_format", "tool_exact"])`."""
+    unknown = [name for name in names if name not in REWARDS]
+    if unknown:
+        raise ValueError(f"unknown reward(s) {', '.join(map(repr, unknown))}; choose from {', '.join(REWARDS)}")
+    return [REWARDS[name].function for name in names]
+
+
+def score_completion(reward: str, completion: Any, gold: Gold) -> Verdict:
+    """Score one completion against one prepared gold row under a named reward (used by scoring and eval)."""
+    return REWARDS[reward].scorer(parse_tool_calls(completion), gold)
