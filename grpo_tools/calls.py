@@ -149,6 +149,8 @@ def _calls_from_value(value: Any, calls: list[ToolCall], errors: list[str]) -> N
 
 
 def _skip_whitespace(text: str, index: int) -> int:
+    if index < len(text) and not text[index].isspace():
+        return index  # the usual case, without a regex call
     return _WHITESPACE.match(text, index).end()
 
 
@@ -438,10 +440,11 @@ def _strip_reasoning(text: str) -> str:
 
     Only a leading block counts (or one whose `<think>` was opened by the prompt, as Qwen3's template does, when its
     `</think>` comes before any call), so that the same tags inside a call's string value are left alone."""
-    stripped = text.lstrip()
-    if stripped.startswith("<think>"):
-        end = stripped.find("</think>")
-        return "" if end < 0 else stripped[end + len("</think>") :]  # unclosed: all of it was reasoning
+    if "think>" not in text:
+        return text
+    if text.startswith("<think>", _skip_whitespace(text, 0)):
+        end = text.find("</think>")
+        return "" if end < 0 else text[end + len("</think>") :]  # unclosed: all of it was reasoning
     end = text.find("</think>")
     if end >= 0:
         first_call = text.find(_OPEN)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from grpo_tools.calls import ParseResult, ToolCall, parse_tool_calls
@@ -71,34 +71,49 @@ class Verdict:
 
 
 @dataclass(frozen=True, slots=True)
-class ParamSpec:
-    """What the rewards need of one declared parameter: its JSON Schema and type names."""
-
-    schema: dict[str, Any]
-    types: frozenset[str]
-
-
-@dataclass(frozen=True, slots=True)
 class Signature:
     """What the rewards need of one offered tool: its parameters and which are required."""
 
-    params: dict[str, ParamSpec]
+    params: dict[str, dict[str, Any]]  # parameter name -> its JSON Schema
     required: frozenset[str]
 
 
 @dataclass(frozen=True)
 class Gold:
-    """A row's reference: gold calls, BFCL acceptable values (one `(name, {param: [values]})` per call), the tools."""
+    """A row's reference: the gold calls, and the raw `possible_answers` and `tools` columns, which are read lazily
+    (a reward reads only what it needs: most never look at most tools)."""
 
     calls: tuple[ToolCall, ...]
-    possible: tuple[tuple[str, dict[str, list[Any]]], ...]
-    tools: Any  # the row's tool list as given (list of dicts or JSON string); read lazily by the rewards that need it
+    possible_answers: Any  # BFCL acceptable values as given, or None to derive them from `calls`
+    tools: Any  # the row's tool list as given: a list of dicts, or a JSON string of one
     row: str = "row"
+    # What the rewards read lazily, kept per row. (Not functools.cached_property: on Python 3.11 it takes a lock on
+    # every first read, which shows at 100,000 completions a second.)
+    _memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
-    @cached_property
-    def signatures(self) -> dict[str, Signature]:
-        """Parameter types and required names per offered tool, read once per row when a reward first needs them."""
-        return _signatures(self.tools, self.row)
+    @property
+    def possible(self) -> tuple[tuple[str, dict[str, list[Any]]], ...]:
+        """BFCL acceptable values, one `(name, {param: [values]})` per gold call."""
+        if "possible" not in self._memo:
+            self._memo["possible"] = _possible(self.possible_answers, self.calls, self.row)
+        return self._memo["possible"]
+
+    @property
+    def tool_list(self) -> list[Any]:
+        """The offered tool definitions."""
+        if "tools" not in self._memo:
+            tools = _load_json(self.tools, "tools", self.row)
+            if not isinstance(tools, list):
+                raise GoldError(f"{self.row}: tools must be a list of tool definitions")
+            self._memo["tools"] = tools
+        return self._memo["tools"]
+
+    def signature(self, name: str) -> Signature | None:
+        """Parameter schemas and required names of the offered tool `name`; None when no such tool is offered."""
+        key = "signature:" + name
+        if key not in self._memo:
+            self._memo[key] = _signature(self.tool_list, name, self.row)
+        return self._memo[key]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -154,11 +169,14 @@ def _possible(possible_answers: Any, calls: tuple[ToolCall, ...], row: str) -> t
 
 def make_gold(tools: Any, answers: Any, possible_answers: Any = None, row: str = "row") -> Gold:
     """Read a row's gold columns once; `row` (e.g. "row 17 (id=weather-0007)") names the row in errors."""
-    calls = _gold_calls(answers, row)
-    return Gold(calls, _possible(possible_answers, calls, row), tools, row)
+    return Gold(_gold_calls(answers, row), possible_answers, tools, row)
 
 
 _JSON_SCHEMA_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
+
+
+_TYPE_SETS = {name: frozenset([name]) for name in _JSON_SCHEMA_TYPES}
+_UNTYPED: frozenset[str] = frozenset()
 
 
 def _types_of(schema: Any) -> frozenset[str] | None:
@@ -167,43 +185,35 @@ def _types_of(schema: Any) -> frozenset[str] | None:
         return None
     declared = schema.get("type")
     if declared is None:
-        return frozenset()
-    names = frozenset([declared] if isinstance(declared, str) else declared)
+        return _UNTYPED
+    if isinstance(declared, str):
+        return _TYPE_SETS.get(declared)  # the common case: one type, a dict hit
+    names = frozenset(declared)
     return names if names <= _JSON_SCHEMA_TYPES else None
 
 
-def _fast_signature(tool: Any) -> tuple[str, Signature] | None:
+def _fast_signature(tool: dict[str, Any]) -> Signature | None:
     """Read a canonical (OpenAI, JSON Schema) tool directly: the common case, and a hot path during training."""
-    if not isinstance(tool, dict):
-        return None
     function = tool.get("function", tool)
-    parameters = function.get("parameters") if isinstance(function, dict) else None
-    if not isinstance(function.get("name"), str) or not isinstance(parameters, dict):
+    parameters = function.get("parameters")
+    if not isinstance(parameters, dict) or parameters.get("type") != "object":
         return None
     properties = parameters.get("properties", {})
-    if parameters.get("type") != "object" or not isinstance(properties, dict):
+    if not isinstance(properties, dict) or any(_types_of(schema) is None for schema in properties.values()):
         return None
-    params = {}
-    for name, schema in properties.items():
-        types = _types_of(schema)
-        if types is None:
-            return None
-        params[name] = ParamSpec(schema, types)
-    return function["name"], Signature(params, frozenset(parameters.get("required", ())))
+    return Signature(properties, frozenset(parameters.get("required", ())))
 
 
-def _signatures(tools: Any, row: str) -> dict[str, Signature]:
-    """Parameter specs per tool name; other dialects (BFCL, xLAM) go through full normalisation in `schemas`."""
-    tools = _load_json(tools, "tools", row)
-    if not isinstance(tools, list):
-        raise GoldError(f"{row}: tools must be a list of tool definitions")
-    signatures = {}
+def _signature(tools: list[Any], name: str, row: str) -> Signature | None:
+    """One tool's parameter specs; other dialects (BFCL, xLAM) go through full normalisation in `schemas`."""
     for tool in tools:
-        fast = _fast_signature(tool)
-        if fast is None:
-            return _normalized_signatures(tools, row)
-        signatures[fast[0]] = fast[1]
-    return signatures
+        function = tool.get("function", tool) if isinstance(tool, dict) else None
+        if isinstance(function, dict) and function.get("name") == name:
+            fast = _fast_signature(tool)
+            if fast is not None:
+                return fast
+            break
+    return _normalized_signatures(tools, row).get(name)
 
 
 def _normalized_signatures(tools: list[Any], row: str) -> dict[str, Signature]:
@@ -215,20 +225,20 @@ def _normalized_signatures(tools: list[Any], row: str) -> dict[str, Signature]:
         raise GoldError(f"{row}: {error}") from None
     return {
         name: Signature(
-            {param: ParamSpec(schema, tool.param_types(param)) for param, schema in tool.properties.items()},
+            dict(tool.properties),
             frozenset(tool.required),
         )
         for name, tool in normalized.items()
     }
 
 
-def _tool_names(tools: Any, row: str) -> frozenset[str]:
+def _tool_names(gold: Gold) -> frozenset[str]:
     from grpo_tools.schemas import SchemaError, tool_names
 
     try:
-        return tool_names(_load_json(tools, "tools", row))
+        return tool_names(gold.tool_list)
     except SchemaError as error:
-        raise GoldError(f"{row}: {error}") from None
+        raise GoldError(f"{gold.row}: {error}") from None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -238,21 +248,30 @@ def _tool_names(tools: Any, row: str) -> frozenset[str]:
 def _json_equal(predicted: Any, gold: Any, schema: Any = None) -> bool:
     """Equal as JSON (so `True != 1` and `1 != 1.0`), except that an integer equals the same float where `schema`
     says `number`. `schema` follows the value down through `properties` and `items`."""
-    if type(predicted) is type(gold):
-        if type(gold) is dict:
-            if predicted.keys() != gold.keys():
+    kind = type(gold)
+    if type(predicted) is not kind:
+        if type(predicted) in (int, float) and kind in (int, float):
+            return "number" in (_types_of(schema) or ()) and predicted == gold
+        return False
+    if kind is dict:
+        if predicted.keys() != gold.keys():
+            return False
+        properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+        for key, value in gold.items():
+            other = predicted[key]
+            # Scalars of the same type compare inline; this loop is the hot path of `tool_exact`.
+            if type(other) is type(value) and type(value) in (str, int, bool):
+                if other != value:
+                    return False
+            elif not _json_equal(other, value, properties.get(key)):
                 return False
-            properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
-            return all(_json_equal(predicted[key], gold[key], properties.get(key)) for key in gold)
-        if type(gold) is list:
-            items = schema.get("items") if isinstance(schema, dict) else None
-            return len(predicted) == len(gold) and all(
-                _json_equal(p, g, items) for p, g in zip(predicted, gold, strict=True)
-            )
-        return predicted == gold
-    if type(predicted) in (int, float) and type(gold) in (int, float):
-        return "number" in (_types_of(schema) or ()) and predicted == gold
-    return False
+        return True
+    if kind is list:
+        items = schema.get("items") if isinstance(schema, dict) else None
+        return len(predicted) == len(gold) and all(
+            _json_equal(p, g, items) for p, g in zip(predicted, gold, strict=True)
+        )
+    return predicted == gold
 
 
 def _same_kind(predicted: Any, gold: Any, schema: Any) -> bool:
@@ -278,7 +297,7 @@ def _best_pairs(credit: list[list[float]]) -> list[tuple[int, int]]:
     return list(zip(rows.tolist(), columns.tolist(), strict=True))
 
 
-def _pair_credit(predicted: ToolCall, gold: ToolCall, params: dict[str, ParamSpec] | None) -> float:
+def _pair_credit(predicted: ToolCall, gold: ToolCall, params: dict[str, dict[str, Any]] | None) -> float:
     """`(1 + J + V) / 3` for calls to the same tool: J the Jaccard index of argument names, V the fraction of gold
     arguments whose values match; 0 for different tools."""
     if predicted.name != gold.name:
@@ -293,13 +312,13 @@ def _pair_credit(predicted: ToolCall, gold: ToolCall, params: dict[str, ParamSpe
             1
             for key, value in gold.arguments.items()
             if key in predicted.arguments
-            and _json_equal(predicted.arguments[key], value, params[key].schema if params and key in params else None)
+            and _json_equal(predicted.arguments[key], value, params.get(key) if params else None)
         )
         values = matched / len(gold_names)
     return (1.0 + jaccard + values) / 3.0
 
 
-def _pair_errors(predicted: ToolCall, gold: ToolCall, params: dict[str, ParamSpec] | None) -> list[str]:
+def _pair_errors(predicted: ToolCall, gold: ToolCall, params: dict[str, dict[str, Any]] | None) -> list[str]:
     """The error kinds that tell a predicted call from the gold call it was paired with."""
     if predicted.name != gold.name:
         return ["wrong_name"]
@@ -307,7 +326,7 @@ def _pair_errors(predicted: ToolCall, gold: ToolCall, params: dict[str, ParamSpe
     errors += ["unexpected_argument" for key in predicted.arguments if key not in gold.arguments]
     for key, value in gold.arguments.items():
         if key in predicted.arguments:
-            schema = params[key].schema if params and key in params else None
+            schema = params.get(key) if params else None
             if not _json_equal(predicted.arguments[key], value, schema):
                 errors.append("wrong_value" if _same_kind(predicted.arguments[key], value, schema) else "wrong_type")
     return errors
@@ -320,8 +339,8 @@ def _irrelevance(parsed: ParseResult) -> Verdict:
     return Verdict(0.0, ("unexpected_call",) + ("parse_error",) * len(parsed.errors))
 
 
-def _params_by_name(gold: Gold, name: str) -> dict[str, ParamSpec] | None:
-    signature = gold.signatures.get(name)
+def _params_by_name(gold: Gold, name: str) -> dict[str, dict[str, Any]] | None:
+    signature = gold.signature(name)
     return signature.params if signature else None
 
 
@@ -352,9 +371,18 @@ def score_format(parsed: ParseResult, gold: Gold) -> Verdict:
         return _irrelevance(parsed)
     if not parsed.attempted:
         return Verdict(0.0, ("missed_call",))
-    names = _tool_names(gold.tools, gold.row)
+    names = _tool_names(gold)
     errors = ("parse_error",) * len(parsed.errors) + tuple("wrong_name" for c in parsed.calls if c.name not in names)
     return Verdict(0.0 if errors or not parsed.calls else 1.0, errors)
+
+
+@lru_cache(maxsize=4096)
+def _normalized_tools(tools_json: str) -> dict[str, Any]:
+    """Normalised tools (with their compiled validators) per distinct tool list: rows share few tool lists, and
+    building a validator costs far more than serialising the list to look it up."""
+    from grpo_tools.schemas import normalize_tools
+
+    return normalize_tools(tools_json)
 
 
 def score_schema(parsed: ParseResult, gold: Gold) -> Verdict:
@@ -364,10 +392,11 @@ def score_schema(parsed: ParseResult, gold: Gold) -> Verdict:
         return _irrelevance(parsed)
     if not parsed.attempted:
         return Verdict(0.0, ("missed_call",))
-    from grpo_tools.schemas import SchemaError, normalize_tools, validate_arguments
+    from grpo_tools.schemas import SchemaError, validate_arguments
 
+    key = gold.tools if isinstance(gold.tools, str) else json.dumps(gold.tool_list, sort_keys=True)
     try:
-        tools = normalize_tools(_load_json(gold.tools, "tools", gold.row))
+        tools = _normalized_tools(key)
     except SchemaError as error:
         raise GoldError(f"{gold.row}: {error}") from None
     errors = ["parse_error"] * len(parsed.errors)
@@ -407,7 +436,7 @@ def _multiset_equal(predicted: tuple[ToolCall, ...], gold: Gold) -> bool:
     unmatched = list(predicted)
     for expected in gold.calls:
         params = _params_by_name(gold, expected.name) or {}
-        schema = {"properties": {name: spec.schema for name, spec in params.items()}}
+        schema = {"properties": params}
         for index, call in enumerate(unmatched):
             if call.name == expected.name and _json_equal(call.arguments, expected.arguments, schema):
                 del unmatched[index]
@@ -508,7 +537,7 @@ def _bfcl_call_errors(
     for key, value in call.arguments.items():
         if key not in params or key not in acceptable:
             continue
-        if not _bfcl_type_ok(value, params[key].schema, top_level=True):
+        if not _bfcl_type_ok(value, params[key], top_level=True):
             errors.append("wrong_type")
         elif not any(_bfcl_equal(value, option) for option in acceptable[key] if option != "" or value == ""):
             errors.append("wrong_value")
@@ -528,8 +557,7 @@ def score_bfcl(parsed: ParseResult, gold: Gold) -> Verdict:
     predicted, possible = parsed.calls, gold.possible
     if len(predicted) != len(possible):
         return Verdict(0.0, ("wrong_count",))
-    signatures = gold.signatures
-    table = [[_bfcl_call_errors(call, name, ok, signatures.get(name)) for name, ok in possible] for call in predicted]
+    table = [[_bfcl_call_errors(call, name, ok, gold.signature(name)) for name, ok in possible] for call in predicted]
     pairs = _best_pairs([[0.0 if errors else 1.0 for errors in row] for row in table])
     errors = [kind for p, g in pairs for kind in table[p][g]]
     return Verdict(0.0 if errors else 1.0, tuple(errors))
