@@ -32,9 +32,16 @@ style: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_rewards.py
+	$(BIN)/python benchmarks/bench_score.py
 
-train: $(STAMP)
-	$(BIN)/grpo-tools train
+# The tiny offline model is rebuilt when its builder changes; each `make train` starts a fresh run.
+TINY := outputs/tiny-model
+$(TINY)/config.json: $(STAMP) grpo_tools/tiny.py
+	$(BIN)/python -m grpo_tools.tiny --out $(TINY)
+
+train: $(TINY)/config.json
+	rm -rf outputs/tiny-grpo
+	$(BIN)/grpo-tools train --config recipes/tiny/grpo/cpu.yaml
 
 clean:
 	rm -rf $(VENV) outputs build *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,127 @@
+"""Configuration: `ToolGRPOConfig` extends trl's `GRPOConfig`, `ToolScriptArguments` extends its `ScriptArguments`.
+
+Recipes are YAML files read by `trl.TrlParser` into these two and trl's `ModelConfig`; any key can be overridden on the
+command line (`--learning_rate 1e-5`). There is no other configuration surface.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from trl import GRPOConfig, ModelConfig, ScriptArguments
+
+from grpo_tools.grpo import KL_CONTROLLERS
+from grpo_tools.rewards import REWARDS
+
+
+__all__ = ["ConfigError", "ModelConfig", "ToolGRPOConfig", "ToolScriptArguments"]
+
+
+class ConfigError(ValueError):
+    """A recipe or flag that cannot work; the message names the setting."""
+
+
+@dataclass
+class ToolGRPOConfig(GRPOConfig):
+    """trl's GRPO settings, plus an adaptive KL coefficient and tool-use rewards chosen by name."""
+
+    beta: float = field(
+        default=0.04,
+        metadata={
+            "help": "KL coefficient against the reference model; with `adaptive_kl` its starting value. 0 turns the KL "
+            "penalty off (and needs `adaptive_kl: false`)."
+        },
+    )
+    adaptive_kl: bool = field(
+        default=True,
+        metadata={
+            "help": "Adapt the KL coefficient after every optimizer step to hold the measured KL near `kl_target`."
+        },
+    )
+    kl_target: float = field(
+        default=0.05,
+        metadata={"help": "Target for the measured KL (mean per-token k3 estimate over completion tokens)."},
+    )
+    kl_controller: Literal["band", "proportional"] = field(
+        default="band",
+        metadata={
+            "help": "How the coefficient adapts: `band` (x1.5 above 1.5 x target, /1.5 below 0.5 x target) or "
+            "`proportional` (Ziegler et al., 2019)."
+        },
+    )
+    kl_min: float = field(default=1e-4, metadata={"help": "Lower bound of the adaptive KL coefficient (> 0)."})
+    kl_max: float = field(default=10.0, metadata={"help": "Upper bound of the adaptive KL coefficient."})
+    kl_horizon: int = field(
+        default=10_000,
+        metadata={
+            "help": "`proportional` only: completions over which a persistent error changes the coefficient ~e-fold."
+        },
+    )
+    reward_funcs: list[str] = field(
+        default_factory=lambda: ["tool_format", "tool_exact", "tool_partial"],
+        metadata={"help": "Reward functions by registry name: " + ", ".join(REWARDS) + ". Weights: `reward_weights`."},
+    )
+
+    def __post_init__(self) -> None:
+        if self.bf16 is None and not self.fp16:
+            import torch
+
+            # trl turns bf16 on unless told otherwise, which transformers rejects where no GPU can run it: choose
+            # bf16 where it can run, full precision elsewhere (a recipe that sets `bf16` is taken at its word).
+            self.bf16 = not self.use_cpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        super().__post_init__()
+        unknown = [name for name in self.reward_funcs if name not in REWARDS]
+        if unknown:
+            raise ConfigError(f"unknown reward_funcs {unknown}; choose from {', '.join(REWARDS)}")
+        if self.reward_weights is not None and len(self.reward_weights) != len(self.reward_funcs):
+            raise ConfigError(
+                f"reward_weights has {len(self.reward_weights)} values but reward_funcs names {len(self.reward_funcs)}"
+            )
+        if self.kl_controller not in KL_CONTROLLERS:
+            raise ConfigError(f"kl_controller must be one of {', '.join(KL_CONTROLLERS)}, got {self.kl_controller!r}")
+        if self.beta < 0:
+            raise ConfigError(f"beta must be >= 0, got {self.beta}")
+        if self.adaptive_kl:
+            if self.beta == 0:
+                # trl builds no reference (and measures no KL) when beta is 0, so there would be nothing to adapt.
+                raise ConfigError(
+                    "adaptive_kl needs a starting beta > 0 (got beta=0); set beta, or adaptive_kl: false"
+                )
+            if not self.kl_target > 0:
+                raise ConfigError(f"kl_target must be > 0, got {self.kl_target}")
+            if not 0 < self.kl_min <= self.beta <= self.kl_max:
+                raise ConfigError(f"need 0 < kl_min <= beta <= kl_max, got {self.kl_min}, {self.beta}, {self.kl_max}")
+            if self.kl_horizon < 1:
+                raise ConfigError(f"kl_horizon must be >= 1, got {self.kl_horizon}")
+
+
+@dataclass
+class ToolScriptArguments(ScriptArguments):
+    """Where the data comes from, and the optional warm start and evaluation around GRPO."""
+
+    dataset_name: str | None = field(
+        default=None,
+        metadata={
+            "help": "Training data: a canonical JSONL/JSON/Parquet file, or a Hugging Face dataset of such rows."
+        },
+    )
+    eval_data: str | None = field(
+        default=None,
+        metadata={"help": "Held-out canonical rows: tool-call accuracy is measured on them before and after GRPO."},
+    )
+    max_train_rows: int | None = field(default=None, metadata={"help": "Use at most this many training rows."})
+    max_eval_rows: int | None = field(default=None, metadata={"help": "Evaluate on at most this many rows."})
+    eval_scorer: Literal["exact", "bfcl", "partial"] = field(
+        default="exact", metadata={"help": "Reward that decides correctness in the before/after evaluation."}
+    )
+    eval_batch_size: int = field(default=32, metadata={"help": "Prompts generated at once during evaluation."})
+    warmup_sft_epochs: float = field(
+        default=0.0,
+        metadata={
+            "help": "Supervised warm start before GRPO (trl SFTTrainer on the gold calls), in epochs; 0 skips it. "
+            "Teaches a model that does not know the call format yet, so that rewards are not all zero."
+        },
+    )
+    warmup_sft_learning_rate: float = field(default=2e-3, metadata={"help": "Learning rate of the warm start."})
+    warmup_sft_batch_size: int = field(default=16, metadata={"help": "Batch size of the warm start."})

@@ -1,0 +1,135 @@
+"""Tests for `grpo-tools train` as a user runs it: a run killed with SIGKILL resumes from its last checkpoint with the
+same step count and KL coefficient and leaves an adapter plain peft can load; two CPU processes (torchrun) feed
+their controllers the same KL; and bad recipes or data get one clear message and exit 2."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpo_tools.cli import main as cli
+from grpo_tools.trainer import KL_STATE_FILE
+
+
+def write_recipe(path, model_dir, train_path, output_dir, **overrides):
+    recipe = {
+        "model_name_or_path": model_dir,
+        "dataset_name": train_path,
+        "use_peft": True,
+        "lora_r": 8,
+        "lora_alpha": 16,
+        "lora_target_modules": "all-linear",
+        "reward_funcs": ["tool_format", "tool_partial"],
+        "num_generations": 4,
+        "per_device_train_batch_size": 8,
+        "max_completion_length": 12,
+        "learning_rate": 1e-2,
+        "lr_scheduler_type": "constant",
+        "beta": 0.01,
+        "kl_target": 0.001,  # far below what the run reaches, so the coefficient moves every step
+        "use_cpu": True,
+        "gradient_checkpointing": False,
+        "output_dir": str(output_dir),
+        "logging_steps": 1,
+        "report_to": "none",
+        "disable_tqdm": True,
+        "seed": 0,
+        **overrides,
+    }
+    Path(path).write_text(yaml.safe_dump(recipe))
+    return str(path)
+
+
+def command(*args):
+    return [sys.executable, "-m", "grpo_tools.cli", *args]
+
+
+def test_killed_run_resumes_with_the_same_steps_and_kl_coefficient(tiny_model_dir, small_data, tmp_path):
+    output_dir = tmp_path / "run"
+    recipe = write_recipe(
+        tmp_path / "recipe.yaml", tiny_model_dir, small_data["train"], output_dir, max_steps=6, save_steps=2
+    )
+    process = subprocess.Popen(
+        command("train", "--config", recipe), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    first = output_dir / "checkpoint-2" / "trainer_state.json"
+    deadline = time.monotonic() + 300
+    while not first.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert first.exists(), "the run wrote no checkpoint"
+    process.send_signal(signal.SIGKILL)  # no chance to clean up, as when a machine is lost
+    process.wait()
+    checkpoints = sorted(output_dir.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))
+    last = checkpoints[-1]
+    saved = json.loads((last / KL_STATE_FILE).read_text())
+    step = json.loads((last / "trainer_state.json").read_text())["global_step"]
+    assert step < 6
+
+    result = subprocess.run(
+        command("train", "--config", recipe, "--resume_from_checkpoint", "true"), capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    history = json.loads((output_dir / "checkpoint-6" / "trainer_state.json").read_text())["log_history"]
+    assert max(entry["step"] for entry in history) == 6
+    # The first step after the resume ran with the coefficient the checkpoint held, not the recipe's beta.
+    resumed = next(entry for entry in history if entry["step"] == step + 1 and "kl_coef" in entry)
+    assert resumed["kl_coef"] == pytest.approx(saved["coef"])
+    assert saved["coef"] != 0.01
+
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), str(output_dir))
+    assert any("lora_" in name for name, _ in model.named_parameters())
+
+
+def test_two_processes_feed_their_controllers_the_same_kl(tiny_model_dir, small_data, tmp_path):
+    script = Path(__file__).parent / "scripts" / "distributed_kl.py"
+    # torchrun starts the processes; accelerate reads their ranks from the environment and joins them over gloo.
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517"]
+    result = subprocess.run(
+        [*launcher, str(script), tiny_model_dir, small_data["train"], str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert ranks[0]["world"] == ranks[1]["world"] == 2
+    assert len(ranks[0]["kl_history"]) == 3
+    assert ranks[0]["kl_history"] == ranks[1]["kl_history"]
+    assert any(kl > 0 for kl, _ in ranks[0]["kl_history"])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"beta": 0.0}, "adaptive_kl needs a starting beta > 0"),
+        ({"kl_controller": "pid"}, "kl_controller must be one of band, proportional, got 'pid'"),
+        ({"dataset_name": "missing.jsonl"}, "missing.jsonl: no such file"),
+        ({"reward_funcs": ["tool_magic"]}, "unknown reward_funcs"),
+    ],
+)
+def test_bad_recipes_get_one_clear_message(tiny_model_dir, small_data, tmp_path, overrides, message):
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_model_dir, small_data["train"], tmp_path / "out", **overrides)
+    result = subprocess.run(command("train", "--config", recipe), capture_output=True, text=True)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_training_rows_are_listed_with_their_row_and_field(tiny_model_dir, tmp_path, capsys):
+    data = tmp_path / "bad.jsonl"
+    row = {"id": "a", "messages": [{"role": "user", "content": "hi"}], "tools": [], "answers": [{"name": "ghost"}]}
+    data.write_text(json.dumps(row) + "\n{oops\n")
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_model_dir, str(data), tmp_path / "out")
+    assert cli(["train", "--config", recipe]) == 2
+    err = capsys.readouterr().err
+    assert "bad.jsonl: row 2: not valid JSON" in err
+    assert "row 1 (id=a): answers[0]" in err
