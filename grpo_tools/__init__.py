@@ -1,1 +1,45 @@
-"""grpo-tools: GRPO fine-tuning for LLM tool calling."""
+"""grpo-tools: GRPO fine-tuning for LLM tool calling.
+
+The light, pure parts are importable from here: the tool-call parser, the reward model and the adaptive KL
+controller. Training (`grpo_tools.trainer`, `grpo_tools.configs`) imports torch and trl, so import it from its module.
+"""
+
+from grpo_tools.calls import PARSERS, ParseResult, ToolCall, parse_tool_calls
+from grpo_tools.grpo import AdaptiveKLController
+from grpo_tools.rewards import (
+    ERROR_KINDS,
+    REWARDS,
+    GoldError,
+    Verdict,
+    get_reward_funcs,
+    make_gold,
+    score_completion,
+    tool_bfcl_reward,
+    tool_exact_reward,
+    tool_format_reward,
+    tool_partial_reward,
+    tool_schema_reward,
+)
+
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ERROR_KINDS",
+    "PARSERS",
+    "REWARDS",
+    "AdaptiveKLController",
+    "GoldError",
+    "ParseResult",
+    "ToolCall",
+    "Verdict",
+    "get_reward_funcs",
+    "make_gold",
+    "parse_tool_calls",
+    "score_completion",
+    "tool_bfcl_reward",
+    "tool_exact_reward",
+    "tool_format_reward",
+    "tool_partial_reward",
+    "tool_schema_reward",
+]
