@@ -194,7 +194,8 @@ class Problem:
 
 def _check_messages(messages: Any) -> Iterator[tuple[str, str]]:
     if not isinstance(messages, list) or not messages:
-        yield "messages", f"expected a non-empty list of messages, got {_json_type(messages)}"
+        found = "an empty list" if messages == [] else _json_type(messages)
+        yield "messages", f"expected a non-empty list of messages, got {found}"
         return
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
@@ -332,7 +333,7 @@ def check_rows(rows: Iterable[Any]) -> list[Problem]:
     mapped to a list of acceptable values; `category` known and the one `derive_category` gives.
 
     >>> [str(problem) for problem in check_rows([{"id": "a", "messages": [], "tools": [], "answers": []}])]
-    ['row 1 (id=a): messages: expected a non-empty list of messages, got a list']
+    ['row 1 (id=a): messages: expected a non-empty list of messages, got an empty list']
     """
     problems: list[Problem] = []
     first_row_of_id: dict[Any, int] = {}

@@ -25,6 +25,9 @@ def load_rows(source: str | os.PathLike[str], limit: int | None = None) -> list[
     """Read canonical rows from a JSONL file (or a Hugging Face dataset name), checked as `check-data` checks them;
     raise `DataError` listing every problem with its row and field."""
     path = os.fspath(source)
+    if path.endswith(".parquet"):
+        # Arrow merges the differing tool schemas of different rows into one struct, filling absent keys with nulls.
+        raise DataError(f"{path}: training reads canonical rows from JSONL files (or a Hugging Face dataset name)")
     if os.path.exists(path) or path.endswith((".jsonl", ".json")):
         numbered = list(read_jsonl(path))
     else:

@@ -117,3 +117,8 @@ def test_load_rows_limit_and_missing_file(tmp_path):
     assert [row["id"] for row in load_rows(path, limit=1)] == ["w-1"]
     with pytest.raises(DataError, match=r"nope\.jsonl: no such file"):
         load_rows(tmp_path / "nope.jsonl")
+
+
+def test_parquet_is_refused_with_the_reason(tmp_path):
+    with pytest.raises(DataError, match=r"rows\.parquet: training reads canonical rows from JSONL files"):
+        load_rows(tmp_path / "rows.parquet")
