@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-__all__ = ["PARSERS", "ParseResult", "ToolCall", "parse_tool_calls"]
+__all__ = ["PARSERS", "ParseResult", "ToolCall", "load_json_or_literal", "parse_tool_calls"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +100,13 @@ def _parse_python(text: str) -> ast.expr:
         raise _NotALiteral(f"invalid syntax: {error.__class__.__name__}") from None
 
 
-def _load_value(text: str) -> Any:
-    """Read JSON, falling back to a Python literal (single-quoted dicts, True/False/None)."""
+def load_json_or_literal(text: str) -> Any:
+    """Read JSON, falling back to a Python literal (single-quoted dicts, True/False/None), literals only: nothing is
+    evaluated. Raises ValueError when the text is neither.
+
+    >>> load_json_or_literal("{'city': 'Lyon', 'ok': True}")
+    {'city': 'Lyon', 'ok': True}
+    """
     try:
         return json.loads(text)
     except (ValueError, RecursionError):
@@ -114,7 +119,7 @@ def _arguments(value: Any) -> dict[str, Any]:
         return {}
     if isinstance(value, str):
         try:
-            value = _load_value(value) if value.strip() else {}
+            value = load_json_or_literal(value) if value.strip() else {}
         except _NotALiteral:
             raise _NotALiteral("arguments is a string but not valid JSON") from None
     if not isinstance(value, dict):
@@ -358,7 +363,7 @@ def _cast(value: str, types: frozenset[str]) -> Any:
         return None
     if types & {"object", "array"}:
         try:
-            return _load_value(stripped)
+            return load_json_or_literal(stripped)
         except _NotALiteral:
             pass
     return value

@@ -17,7 +17,6 @@ rows (see `grpo_tools.data`) or raises `ConversionError` saying why it cannot:
 
 from __future__ import annotations
 
-import ast
 import copy
 import json
 import re
@@ -26,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_tools.calls import ToolCall, parse_tool_calls
+from grpo_tools.calls import ToolCall, load_json_or_literal, parse_tool_calls
 from grpo_tools.data import DataError, derive_category, number_rows, read_jsonl
 from grpo_tools.schemas import normalize_tools
 
@@ -139,12 +138,8 @@ def _load_json(text: str, where: str) -> Any:
 def _load_literal(text: str, where: str) -> Any:
     """JSON, else a Python literal (single-quoted dicts, True/None), as some datasets write their tool lists."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass  # not JSON: try it as a Python literal next
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, RecursionError, MemoryError, TypeError):
+        return load_json_or_literal(text)
+    except ValueError:
         raise ConversionError(f"{where}: neither JSON nor a Python literal") from None
 
 
