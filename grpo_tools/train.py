@@ -20,14 +20,15 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 
-def warm_start(model_path: str, tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any) -> str:
+def warm_start(
+    model_path: str, tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any, output_dir: str
+) -> str:
     """Supervised fine-tuning on the gold answers (trl SFTTrainer), so the model knows the call format before GRPO;
     returns the folder of the warmed-up model."""
     from trl import SFTConfig, SFTTrainer
 
     from grpo_tools.prompts import sft_dataset
 
-    output_dir = os.path.join(training_args.output_dir, "warmup")
     config = SFTConfig(
         output_dir=output_dir,
         num_train_epochs=script_args.warmup_sft_epochs,
@@ -53,11 +54,7 @@ def warm_start(model_path: str, tokenizer: Any, rows: list[dict], script_args: A
     return output_dir
 
 
-def _evaluate(
-    model: Any, tokenizer: Any, rows: list[dict] | None, script_args: Any, training_args: Any, label: str
-) -> Any:
-    if rows is None:
-        return None
+def _evaluate(model: Any, tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any, label: str) -> Any:
     from grpo_tools.evaluate import evaluate_model
 
     return evaluate_model(
@@ -129,7 +126,7 @@ def run(script_args: Any, training_args: Any, model_args: Any) -> dict[str, Any]
         model_path = (
             warm_path
             if resuming and os.path.isdir(warm_path)
-            else warm_start(model_path, tokenizer, train_rows, script_args, training_args)
+            else warm_start(model_path, tokenizer, train_rows, script_args, training_args, warm_path)
         )
     if training_args.model_init_kwargs is None:
         training_args.model_init_kwargs = {"dtype": model_args.dtype or "auto"}
