@@ -60,7 +60,27 @@ class ToolGRPOConfig(GRPOConfig):
     )
     reward_funcs: list[str] = field(
         default_factory=lambda: ["tool_format", "tool_exact", "tool_partial"],
-        metadata={"help": "Reward functions by registry name: " + ", ".join(REWARDS) + ". Weights: `reward_weights`."},
+        metadata={
+            "help": "Reward functions by registry name: " + ", ".join(REWARDS) + ". Weights: `reward_weights`. On "
+            "multi-turn rows each scores all the calls of a trajectory against the row's gold calls."
+        },
+    )
+    outcome_reward_weight: float = field(
+        default=1.0,
+        metadata={
+            "help": "Multi-turn rows only: weight of the outcome reward (1 when the final answer matches the row's "
+            "`expected`), added to `reward_funcs`."
+        },
+    )
+    extra_call_cost: float = field(
+        default=0.1,
+        metadata={
+            "help": "Multi-turn rows only: reward lost per tool call beyond the row's gold calls (0 turns it off)."
+        },
+    )
+    tool_timeout: float = field(
+        default=2.0,
+        metadata={"help": "Multi-turn rows only: seconds a tool call may run before the model is told it timed out."},
     )
 
     def __post_init__(self) -> None:
@@ -78,6 +98,13 @@ class ToolGRPOConfig(GRPOConfig):
             raise ConfigError(
                 f"reward_weights has {len(self.reward_weights)} values but reward_funcs names {len(self.reward_funcs)}"
             )
+        if self.outcome_reward_weight < 0 or self.extra_call_cost < 0:
+            raise ConfigError(
+                f"outcome_reward_weight and extra_call_cost must be >= 0, got {self.outcome_reward_weight} and "
+                f"{self.extra_call_cost}"
+            )
+        if not self.tool_timeout > 0:
+            raise ConfigError(f"tool_timeout must be > 0 seconds, got {self.tool_timeout}")
         if self.kl_controller not in KL_CONTROLLERS:
             raise ConfigError(f"kl_controller must be one of {', '.join(KL_CONTROLLERS)}, got {self.kl_controller!r}")
         if self.beta < 0:

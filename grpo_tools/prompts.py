@@ -94,9 +94,17 @@ def prompt_dataset(rows: list[dict[str, Any]], tokenizer: Any) -> Any:
 
 
 def sft_dataset(rows: list[dict[str, Any]], tokenizer: Any) -> Any:
-    """A prompt-completion `datasets.Dataset` for `SFTTrainer`: the gold turn as the model's template writes it."""
+    """A prompt-completion `datasets.Dataset` for `SFTTrainer`: the gold turn as the model's template writes it.
+    Multi-turn rows (with `env`) give their tokenized gold trajectories instead, with a `completion_mask` on what the
+    assistant writes (see `grpo_tools.trajectories.sft_example`)."""
     from datasets import Dataset
 
+    from grpo_tools.environments import is_multi_turn
+
+    if is_multi_turn(rows):
+        from grpo_tools.trajectories import sft_example
+
+        return Dataset.from_list([sft_example(row, tokenizer) for row in rows])
     records = []
     for row in rows:
         prompt = render_prompt(tokenizer, row)

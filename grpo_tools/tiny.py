@@ -1,8 +1,8 @@
 """A tiny offline causal LM with a tool-calling chat template, for tests, smoke runs and CPU demos.
 
-`build_tiny_model` trains a small byte-level BPE tokenizer on the bundled synthetic data rendered through the chat
-template, sets a Hermes/Qwen2.5-style template and a response template (for `tokenizer.parse_response`), and saves a
-randomly initialised Qwen2 model next to it. Nothing is downloaded; the whole build takes seconds on a CPU.
+`build_tiny_model` trains a small byte-level BPE tokenizer on the bundled synthetic data (single-turn rows and
+multi-turn trajectories) rendered through the chat template, sets a Hermes/Qwen2.5-style template and a response
+template (for `tokenizer.parse_response`), and saves a randomly initialised Qwen2 model next to it. Nothing is downloaded; the whole build takes seconds on a CPU.
 
     python -m grpo_tools.tiny --out outputs/tiny
 """
@@ -144,22 +144,32 @@ RESPONSE_TEMPLATE: dict[str, Any] = {
 
 
 def default_corpus() -> list[str]:
-    """The bundled train split rendered through `CHAT_TEMPLATE`, each row with its gold assistant turn.
+    """The bundled train splits rendered through `CHAT_TEMPLATE`: each single-turn row with its gold assistant turn,
+    then each multi-turn row with its gold trajectory (calls, the tools' real results, the final answer).
 
     This is what the tokenizer learns its merges from, so JSON punctuation, tool names and argument names become
-    single tokens. The rows are regenerated in memory (identical to `data/tool_calls_train.jsonl`), so building
-    does not depend on the working directory.
+    single tokens. The rows are regenerated in memory (identical to `data/tool_calls_train.jsonl` and
+    `data/multi_turn_train.jsonl`), so building does not depend on the working directory. The multi-turn texts
+    came second and leave the segmentation of every single-turn text unchanged (`tests/test_tiny.py` checks it); they
+    add the words of the multi-turn task (its tools, units, events, answers) as tokens.
     """
     from transformers.utils.chat_template_utils import render_jinja_template
 
+    from grpo_tools import multiturn, synthetic
     from grpo_tools.prompts import gold_message
-    from grpo_tools.synthetic import BUNDLED_ROWS, BUNDLED_SEED, generate_rows
+    from grpo_tools.trajectories import gold_trajectory
 
+    conversations = [
+        ([*row["messages"], gold_message(row)], row["tools"])
+        for row in synthetic.generate_rows("train", synthetic.BUNDLED_ROWS["train"], synthetic.BUNDLED_SEED)
+    ]
+    conversations += [
+        ([*row["messages"], *gold_trajectory(row)], row["tools"])
+        for row in multiturn.generate_rows("train", multiturn.BUNDLED_ROWS["train"], multiturn.BUNDLED_SEED)
+    ]
     texts = []
-    for row in generate_rows("train", BUNDLED_ROWS["train"], BUNDLED_SEED):
-        rendered, _ = render_jinja_template(
-            conversations=[[*row["messages"], gold_message(row)]], tools=row["tools"], chat_template=CHAT_TEMPLATE
-        )
+    for messages, tools in conversations:
+        rendered, _ = render_jinja_template(conversations=[messages], tools=tools, chat_template=CHAT_TEMPLATE)
         texts.append(rendered[0])
     return texts
 

@@ -70,40 +70,119 @@ def _evaluate(model: Any, tokenizer: Any, rows: list[dict], script_args: Any, tr
     )
 
 
-def print_comparison(before: dict[str, Any], after: dict[str, Any]) -> None:
-    """Held-out accuracy per category before and after GRPO, with the difference."""
-    from rich.console import Console
-    from rich.table import Table
+def _evaluate_multi_turn(
+    model: Any, tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any, label: str
+) -> Any:
+    """Outcome accuracy on multi-turn rows: greedy rollouts through the same environments as training, under trl's
+    budget (`max_completion_length` for the whole trajectory) and turn limit."""
+    from grpo_tools.environments import evaluate_multi_turn
 
-    table = Table(title=f"held-out tool-call accuracy ({after['scorer']}), before and after GRPO")
-    for column in ("category", "rows", "before", "after", "change"):
-        table.add_column(column, justify="left" if column == "category" else "right")
-    categories = {**before["by_category"], **after["by_category"]}
-    for category in categories:
-        old = before["by_category"].get(category, {}).get("accuracy", 0.0)
-        new = after["by_category"].get(category, {}).get("accuracy", 0.0)
-        rows = categories[category]["rows"]
-        table.add_row(category, str(rows), f"{old:.3f}", f"{new:.3f}", f"{new - old:+.3f}")
-    change = after["accuracy"] - before["accuracy"]
-    table.add_row(
-        "all", str(after["rows"]["data"]), f"{before['accuracy']:.3f}", f"{after['accuracy']:.3f}", f"{change:+.3f}",
-        style="bold",
-    )  # fmt: skip
-    Console().print(table)
+    iterations = training_args.max_tool_calling_iterations
+    return evaluate_multi_turn(
+        model,
+        tokenizer,
+        rows,
+        training_args.output_dir,
+        label=label,
+        batch_size=script_args.eval_batch_size,
+        max_new_tokens=training_args.max_completion_length or 256,
+        max_turns=iterations + 1 if iterations is not None else 8,
+        timeout=training_args.tool_timeout,
+        progress=not training_args.disable_tqdm,
+    )
 
 
-def run(script_args: Any, training_args: Any, model_args: Any) -> dict[str, Any]:
-    """Train from parsed configuration; returns the before/after reports (None where there is no eval data)."""
+def write_run_info(
+    output_dir: str, script_args: Any, training_args: Any, model_args: Any, argv: list[str] | None
+) -> None:
+    """Record what trained this run in `output_dir`: `run_info.json` (command, base model, data, rewards, KL and LoRA
+    settings) and a copy of the recipe as `recipe.yaml`. `grpo-tools push` builds the model card from them."""
+    import shlex
+    import shutil
+
+    config = None
+    if argv:
+        for index, arg in enumerate(argv):
+            if arg == "--config" and index + 1 < len(argv):
+                config = argv[index + 1]
+            elif arg.startswith("--config="):
+                config = arg.split("=", 1)[1]
+    info = {
+        "command": shlex.join(["grpo-tools", "train", *(argv or [])]),
+        "base_model": model_args.model_name_or_path,
+        "warm_start_epochs": script_args.warmup_sft_epochs,
+        "dataset": script_args.dataset_name,
+        "eval_data": script_args.eval_data,
+        "reward_funcs": list(training_args.reward_funcs),
+        "reward_weights": list(training_args.reward_weights) if training_args.reward_weights else None,
+        "kl": {
+            "beta": training_args.beta,
+            "adaptive_kl": training_args.adaptive_kl,
+            "kl_target": training_args.kl_target,
+            "kl_controller": training_args.kl_controller,
+            "kl_min": training_args.kl_min,
+            "kl_max": training_args.kl_max,
+        },
+        "lora": {
+            "r": model_args.lora_r,
+            "alpha": model_args.lora_alpha,
+            "target_modules": model_args.lora_target_modules,
+        }
+        if model_args.use_peft
+        else None,
+        "num_generations": training_args.num_generations,
+        "learning_rate": training_args.learning_rate,
+        "max_steps": training_args.max_steps,
+        "seed": training_args.seed,
+    }
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    Path(output_dir, "run_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    if config and os.path.isfile(config):
+        shutil.copyfile(config, Path(output_dir, "recipe.yaml"))
+
+
+def hub_target(training_args: Any) -> str | None:
+    """The repo a recipe pushes to (`push_to_hub`, `hub_model_id`), checked before training starts, or None.
+
+    trl would push every checkpoint on its own with a generic card; grpo-tools pushes once, at the end, through
+    `grpo-tools push`'s code (adapter, reports, plots and the model card), so trl's own pushing is switched off.
+    """
+    from huggingface_hub import get_token
+
+    from grpo_tools.configs import ConfigError
+    from grpo_tools.hub import HubError, check_repo_id
+
+    if not training_args.push_to_hub:
+        return None
+    repo_id = training_args.hub_model_id
+    if not repo_id:
+        raise ConfigError("push_to_hub needs hub_model_id: the repo to push to, as owner/name")
+    try:
+        check_repo_id(repo_id)
+    except HubError as error:
+        raise ConfigError(f"hub_model_id: {error}") from None
+    if not (training_args.hub_token or get_token()):
+        raise ConfigError("push_to_hub: no Hugging Face token; log in with `hf auth login` or set HF_TOKEN")
+    training_args.push_to_hub = False
+    return repo_id
+
+
+def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] | None = None) -> dict[str, Any]:
+    """Train from parsed configuration; returns the before/after reports (None where there is no eval data).
+    `argv`, the command line, is recorded in the run folder for the model card."""
     from transformers import AutoTokenizer, set_seed
     from trl import get_peft_config
 
     from grpo_tools.configs import ConfigError
+    from grpo_tools.environments import is_multi_turn, make_environment_factory
     from grpo_tools.prompts import load_rows, prompt_dataset
     from grpo_tools.rewards import get_reward_funcs
     from grpo_tools.trainer import ToolGRPOTrainer
+    from grpo_tools.trajectories import extra_calls_reward, multi_turn_dataset, outcome_reward, trajectory_reward
 
-    # Data
+    # Data (and the Hub repo, checked now rather than after hours of training)
     set_seed(training_args.seed)
+    hub_repo = hub_target(training_args)
     if not script_args.dataset_name:
         raise ConfigError("no training data: set dataset_name (a canonical JSONL file or a Hugging Face dataset)")
     train_rows = load_rows(script_args.dataset_name, script_args.max_train_rows)
@@ -131,32 +210,77 @@ def run(script_args: Any, training_args: Any, model_args: Any) -> dict[str, Any]
     if training_args.model_init_kwargs is None:
         training_args.model_init_kwargs = {"dtype": model_args.dtype or "auto"}
 
-    # Trainer: a fresh LoRA adapter is the identity, so evaluating before training measures the starting model
+    # Trainer: a fresh LoRA adapter is the identity, so evaluating before training measures the starting model.
+    # Multi-turn rows (`env`, `expected`): trl executes the environment's tools during rollouts; the call rewards score
+    # every call of a trajectory, and the outcome and the extra-call cost join them with their own weights.
+    multi_turn = is_multi_turn(train_rows)
+    reward_funcs = get_reward_funcs(training_args.reward_funcs)
+    rollouts: dict[str, Any] = {}
+    if multi_turn:
+        reward_funcs = [trajectory_reward(function) for function in reward_funcs]
+        rollouts["environment_factory"] = make_environment_factory(train_rows, training_args.tool_timeout)
     trainer = ToolGRPOTrainer(
         model=model_path,
-        reward_funcs=get_reward_funcs(training_args.reward_funcs),
+        reward_funcs=reward_funcs,
         args=training_args,
-        train_dataset=prompt_dataset(train_rows, tokenizer),
+        train_dataset=multi_turn_dataset(train_rows) if multi_turn else prompt_dataset(train_rows, tokenizer),
         processing_class=tokenizer,
         peft_config=get_peft_config(model_args),
+        **rollouts,
     )
+    if multi_turn:
+        trainer.add_reward_func(outcome_reward, training_args.outcome_reward_weight)
+        trainer.add_reward_func(extra_calls_reward, training_args.extra_call_cost)
+    evaluator = _evaluate_multi_turn if eval_rows is not None and is_multi_turn(eval_rows) else _evaluate
     distributed = trainer.accelerator.num_processes > 1
     if eval_rows is not None and distributed:
         logger.warning("evaluation around training runs in single-process runs only; use `grpo-tools eval` after")
     evaluate = eval_rows is not None and not distributed
-    before = _evaluate(trainer.model, tokenizer, eval_rows, script_args, training_args, "before") if evaluate else None
+    before = evaluator(trainer.model, tokenizer, eval_rows, script_args, training_args, "before") if evaluate else None
 
     # Train and save
     trainer.train(resume_from_checkpoint=resume or None)
     trainer.save_model(training_args.output_dir)
+    trainer.save_state()  # trainer_state.json: the logged history `grpo-tools plot` draws
     if trainer.accelerator.is_main_process:
         tokenizer.save_pretrained(training_args.output_dir)
+        write_run_info(training_args.output_dir, script_args, training_args, model_args, argv)
     model = trainer.accelerator.unwrap_model(trainer.model)
-    after = _evaluate(model, tokenizer, eval_rows, script_args, training_args, "after") if evaluate else None
+    after = evaluator(model, tokenizer, eval_rows, script_args, training_args, "after") if evaluate else None
     if before and after:
-        print_comparison(before, after)
+        from grpo_tools.evaluate import print_comparison
+        from grpo_tools.plot import plot_accuracy_by_category
+
+        print_comparison(
+            {"before": before, "after": after},
+            title=f"held-out tool-call accuracy ({after['scorer']}), before and after GRPO",
+        )
+        plot_accuracy_by_category(
+            {"before": before, "after": after}, Path(training_args.output_dir, "accuracy_by_category.png")
+        )
         summary = {"before": before["accuracy"], "after": after["accuracy"], "scorer": after["scorer"]}
         Path(training_args.output_dir, "eval_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if trainer.accelerator.is_main_process:
+        from grpo_tools.plot import HistoryError, plot_run
+
+        try:
+            plot_run(training_args.output_dir)  # training_curves.png
+        except HistoryError as error:  # e.g. logging_steps past max_steps: nothing was logged to draw
+            logger.warning("no training curves drawn: %s", error)
+
+    # Push: after a warm start the adapter sits on a warm-started copy of the base, so the merged model is pushed
+    if hub_repo and trainer.accelerator.is_main_process:
+        from grpo_tools.hub import push_run
+
+        result = push_run(
+            training_args.output_dir,
+            hub_repo,
+            private=bool(training_args.hub_private_repo),
+            revision=training_args.hub_revision,
+            merge=script_args.warmup_sft_epochs > 0,
+            token=training_args.hub_token,
+        )
+        logger.info("pushed %d files to %s", len(result.files), result.url)
     return {"before": before, "after": after}
 
 
@@ -178,7 +302,7 @@ def main(argv: list[str]) -> int:
         print(f"grpo-tools train: {error}", file=sys.stderr)
         return 2
     try:
-        run(script_args, training_args, model_args)
+        run(script_args, training_args, model_args, argv)
     except (ConfigError, DataError, OSError) as error:  # OSError: a model that is neither a folder nor on the Hub
         print(f"grpo-tools train: {error}", file=sys.stderr)
         return 2

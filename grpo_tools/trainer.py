@@ -8,7 +8,11 @@ disabled as the reference, accelerate / DeepSpeed / FSDP). What this adds:
 - the coefficient in force is logged as `kl_coef` and saved with every checkpoint (`kl_controller.json`), and restored
   on `resume_from_checkpoint`;
 - a non-finite loss or reward stops the run with `TrainingDivergedError` before anything more is saved, so the last
-  checkpoint stays intact.
+  checkpoint stays intact;
+- with `environment_factory` (multi-turn tool use), per-step tool metrics read from each rollout's environment:
+  `tools/calls_per_rollout`, `tools/turns` (assistant turns per rollout), `tools/failure_rate` (failed calls per
+  call) and its parts by kind, `tools/failures/<kind>` for each of `environments.FAILURE_KINDS`;
+- `add_reward_func`, for rewards weighted outside `reward_funcs` (the multi-turn outcome and extra-call cost).
 """
 
 from __future__ import annotations
@@ -92,9 +96,45 @@ class ToolGRPOTrainer(GRPOTrainer):
             self.kl_history.append((step_kl, self.beta))
             self._step_kl.zero_()
 
+    def add_reward_func(self, function: Any, weight: float) -> None:
+        """Add a reward function with its weight after construction, the way trl adds an environment's `get_reward`;
+        logged under the function's name. Call it before `train`."""
+        from trl.trainer.utils import get_callable_name
+
+        self.reward_funcs.append(function)
+        self.reward_func_names.append(get_callable_name(function))
+        self.reward_processing_classes.append(None)
+        self.reward_weights = torch.cat([self.reward_weights, torch.tensor([weight], dtype=torch.float32)])
+
+    def _log_tool_metrics(self, completions: Any) -> None:
+        """Calls, turns and failures by kind of this batch's rollouts, over all processes, into the step's metrics."""
+        from grpo_tools.environments import FAILURE_KINDS
+        from grpo_tools.trajectories import rollout_stats
+
+        stats = [
+            rollout_stats(environment, completion)
+            for environment, completion in zip(self.environments, completions, strict=True)
+        ]
+        local = torch.tensor(
+            [[item.calls, item.turns, *(item.failures[kind] for kind in FAILURE_KINDS)] for item in stats],
+            dtype=torch.float32,
+            device=self.accelerator.device,
+        )  # (B, 2 + kinds)
+        counts = self.accelerator.gather(local)  # (B x processes, 2 + kinds)
+        calls = counts[:, 0].sum().item()
+        failures = counts[:, 2:].sum(dim=0)  # (kinds,)
+        metrics = self._metrics["train" if self.model.training else "eval"]
+        metrics["tools/calls_per_rollout"].append(counts[:, 0].mean().item())
+        metrics["tools/turns"].append(counts[:, 1].mean().item())
+        metrics["tools/failure_rate"].append(failures.sum().item() / calls if calls else 0.0)
+        for kind, count in zip(FAILURE_KINDS, failures.tolist(), strict=True):
+            metrics[f"tools/failures/{kind}"].append(count / calls if calls else 0.0)
+
     def _calculate_rewards(
         self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any
     ) -> torch.Tensor:
+        if self.environments is not None:
+            self._log_tool_metrics(completions)
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)  # (B, num_funcs)
         # trl turns a reward function's None ("does not apply") into NaN; a row where every function abstains, or any
         # infinite reward, leaves no usable signal.

@@ -266,3 +266,124 @@ def test_build_does_not_touch_the_global_torch_seed(tmp_path: Path, offline: Non
     torch.manual_seed(123)
     build_tiny_model(tmp_path / "model", seed=7, corpus=['{"name": "x"} hello world'] * 50, vocab_size=300)
     assert torch.equal(torch.rand(3), expected)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Multi-turn: tool turns rendered, prefix-preserving across a whole trajectory, parsed after tool results
+
+
+def _workbench_row(task: str) -> dict[str, Any]:
+    from grpo_tools.multiturn import BUNDLED_FILES as MULTI_TURN_FILES
+
+    with (DATA_DIR / MULTI_TURN_FILES["train"]).open(encoding="utf-8") as handle:
+        return next(row for row in map(json.loads, handle) if row["env"]["task"] == task)
+
+
+def _workbench_tools() -> list[Any]:
+    from grpo_tools.environments import WorkbenchEnvironment
+
+    return list(WorkbenchEnvironment()._tools().values())  # bound methods, as trl passes an environment's tools
+
+
+def test_multi_turn_trajectory_is_prefix_preserving_message_by_message(tokenizer: Any) -> None:
+    from grpo_tools.trajectories import gold_trajectory
+
+    row = _workbench_row("days_between")
+    messages = [*row["messages"], *gold_trajectory(row)]
+    assert [message["role"] for message in messages] == ["user", "assistant", "tool", "tool", "assistant", "tool",
+                                                         "assistant"]  # fmt: skip
+    tools = _workbench_tools()
+
+    def ids(conversation: list[dict], **kwargs: Any) -> list[int]:
+        return tokenizer.apply_chat_template(conversation, tools=tools, return_dict=False, **kwargs)
+
+    for k in range(1, len(messages)):
+        assert ids(messages[: k + 1])[: len(ids(messages[:k]))] == ids(messages[:k])
+        if messages[k]["role"] == "assistant":
+            assert ids(messages[: k + 1])[: len(ids(messages[:k], add_generation_prompt=True))] == ids(
+                messages[:k], add_generation_prompt=True
+            )
+    text = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
+    assert "find_event(name: string)\n" in text  # the environment's tools, one signature a line
+    for message in messages:
+        if message["role"] == "tool":
+            assert f"<|im_start|>user\n<tool_response>\n{message['content']}\n</tool_response><|im_end|>\n" in text
+
+
+def test_parse_response_reads_calls_and_answers_after_tool_results(tokenizer: Any) -> None:
+    from trl.chat_template_utils import parse_response
+
+    from grpo_tools.trajectories import gold_trajectory
+
+    row = _workbench_row("convert_sum")
+    trajectory = gold_trajectory(row)
+    tools = _workbench_tools()
+    for index in (2, 4):  # the second call, made after reading the first result; then the final answer
+        prefix = tokenizer.apply_chat_template(
+            [*row["messages"], *trajectory[:index]], tools=tools, add_generation_prompt=True, return_dict=False
+        )
+        full = tokenizer.apply_chat_template(
+            [*row["messages"], *trajectory[: index + 1]], tools=tools, return_dict=False
+        )
+        completion = full[len(prefix) : full.index(tokenizer.eos_token_id, len(prefix)) + 1]
+        assert parse_response(tokenizer, completion, prefix=prefix, tools=tools) == trajectory[index]
+
+
+def test_trl_builds_the_tool_suffix_from_the_template(tokenizer: Any) -> None:
+    """trl's own `_get_tool_suffix_ids` accepts the template, and the evaluation loop injects the same ids."""
+    from types import SimpleNamespace
+
+    from trl import GRPOTrainer
+
+    from grpo_tools.trajectories import tool_suffix_ids
+
+    trainer = SimpleNamespace(
+        processing_class=tokenizer, _tokenizer=tokenizer, _is_vlm=False, chat_template=None, chat_template_kwargs={}
+    )
+    messages = [
+        {"role": "tool", "name": "find_event", "content": "concert: 2025-03-14 (Friday)"},
+        {"role": "tool", "name": "find_event", "content": '{"error": "find_event failed: no event named \'gym\'"}'},
+    ]
+    suffix = GRPOTrainer._get_tool_suffix_ids(trainer, messages)
+    assert suffix == tool_suffix_ids(tokenizer, messages)
+    assert tokenizer.decode(suffix) == (
+        "\n<|im_start|>user\n<tool_response>\nconcert: 2025-03-14 (Friday)\n</tool_response><|im_end|>\n"
+        "<|im_start|>user\n<tool_response>\n"
+        '{"error": "find_event failed: no event named \'gym\'"}\n</tool_response><|im_end|>\n<|im_start|>assistant\n'
+    )
+
+
+def test_multi_turn_corpus_leaves_single_turn_segmentation_unchanged(tokenizer: Any) -> None:
+    """The tokenizer also learns from multi-turn trajectories; every single-turn text still splits as it did."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    from grpo_tools.synthetic import BUNDLED_ROWS, BUNDLED_SEED, generate_rows
+    from grpo_tools.tiny import CHAT_TEMPLATE, build_tiny_tokenizer
+
+    single = generate_rows("train", BUNDLED_ROWS["train"], BUNDLED_SEED)
+    texts = [
+        render_jinja_template(conversations=[[*row["messages"], gold_message(row)]], tools=row["tools"],
+                              chat_template=CHAT_TEMPLATE)[0][0]
+        for row in single
+    ]  # fmt: skip
+    single_turn_only = build_tiny_tokenizer(texts)
+    assert all(tokenizer.tokenize(text) == single_turn_only.tokenize(text) for text in texts[::5])
+
+
+@pytest.mark.parametrize("word", ["calculate", "convert", "units", "between", "event", "Friday", "celsius", "answer"])
+def test_multi_turn_words_are_single_tokens(tokenizer: Any, word: str) -> None:
+    assert len(tokenizer.tokenize(word)) == 1
+
+
+def test_bundled_multi_turn_trajectories_fit_the_short_context(tokenizer: Any) -> None:
+    from grpo_tools.multiturn import BUNDLED_FILES as MULTI_TURN_FILES
+    from grpo_tools.trajectories import gold_trajectory
+
+    tools = _workbench_tools()
+    lengths = []
+    for filename in MULTI_TURN_FILES.values():
+        for line in (DATA_DIR / filename).read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            messages = [*row["messages"], *gold_trajectory(row)]
+            lengths.append(len(tokenizer.apply_chat_template(messages, tools=tools, return_dict=False)))
+    assert max(lengths) < 400 < tokenizer.model_max_length
