@@ -24,6 +24,11 @@ COMMANDS: dict[str, Command] = {
     "score": Command("Score a file of model outputs against a canonical dataset.", "grpo_tools.scoring:main"),
     "check-data": Command("Lint a canonical tool-calling dataset.", "grpo_tools.data:check_data_main"),
     "convert": Command("Convert a public tool-calling dataset to canonical rows.", "grpo_tools.data:convert_main"),
+    "eval": Command(
+        "Generate with a model (and adapter) on canonical rows and score its calls.", "grpo_tools.evaluate:main"
+    ),
+    "plot": Command("Draw a training run's reward, KL and error curves into one PNG.", "grpo_tools.plot:main"),
+    "push": Command("Push a trained adapter (or the merged model) to the Hugging Face Hub.", "grpo_tools.hub:main"),
 }
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import yaml
@@ -114,11 +115,16 @@ def test_two_processes_feed_their_controllers_the_same_kl(tiny_model_dir, small_
         ({"kl_controller": "pid"}, "kl_controller must be one of band, proportional, got 'pid'"),
         ({"dataset_name": "missing.jsonl"}, "missing.jsonl: no such file"),
         ({"reward_funcs": ["tool_magic"]}, "unknown reward_funcs"),
+        ({"push_to_hub": True}, "push_to_hub needs hub_model_id"),
+        ({"push_to_hub": True, "hub_model_id": "no-owner"}, "hub_model_id: repo id 'no-owner': expected owner/name"),
+        ({"push_to_hub": True, "hub_model_id": "me/run"}, "push_to_hub: no Hugging Face token"),
     ],
 )
 def test_bad_recipes_get_one_clear_message(tiny_model_dir, small_data, tmp_path, overrides, message):
     recipe = write_recipe(tmp_path / "r.yaml", tiny_model_dir, small_data["train"], tmp_path / "out", **overrides)
-    result = subprocess.run(command("train", "--config", recipe), capture_output=True, text=True)
+    env = {key: value for key, value in os.environ.items() if key != "HF_TOKEN"}
+    env["HF_HOME"] = str(tmp_path / "hf-home")  # no saved login either
+    result = subprocess.run(command("train", "--config", recipe), capture_output=True, text=True, env=env)
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
@@ -133,3 +139,50 @@ def test_bad_training_rows_are_listed_with_their_row_and_field(tiny_model_dir, t
     err = capsys.readouterr().err
     assert "bad.jsonl: row 2: not valid JSON" in err
     assert "row 1 (id=a): answers[0]" in err
+
+
+class RecordingHfApi:
+    """Stands in for huggingface_hub.HfApi: records the calls a push makes and the files of its one commit."""
+
+    calls: ClassVar[list] = []
+
+    def __init__(self, token=None):
+        self.calls.append(("init", token))
+
+    def create_repo(self, repo_id, **kwargs):
+        self.calls.append(("create_repo", {"repo_id": repo_id, **kwargs}))
+
+    def list_repo_files(self, repo_id, **kwargs):
+        return []
+
+    def create_commit(self, repo_id, operations, **kwargs):
+        files = sorted(op.path_in_repo for op in operations if hasattr(op, "path_or_fileobj"))
+        self.calls.append(("create_commit", {"repo_id": repo_id, "files": files}))
+        return type("CommitInfo", (), {"commit_url": f"https://huggingface.co/{repo_id}/commit/1"})()
+
+
+def test_a_recipe_that_pushes_publishes_the_run_with_its_card_once(tiny_model_dir, small_data, tmp_path, monkeypatch):
+    from grpo_tools import hub
+
+    monkeypatch.setenv("HF_TOKEN", "hf_not_a_real_token_0123456789")
+    monkeypatch.setattr(RecordingHfApi, "calls", [])
+    monkeypatch.setattr(hub, "HfApi", RecordingHfApi)
+    output_dir = tmp_path / "run"
+    recipe = write_recipe(
+        tmp_path / "r.yaml", tiny_model_dir, small_data["train"], output_dir, max_steps=2, save_steps=100,
+        eval_data=small_data["eval"], max_eval_rows=4, push_to_hub=True, hub_model_id="me/tiny-run",
+        hub_private_repo=True,
+    )  # fmt: skip
+    assert cli(["train", "--config", recipe]) == 0
+    names = [name for name, _ in RecordingHfApi.calls]
+    assert names == ["init", "create_repo", "create_commit"]  # trl pushed nothing of its own
+    assert RecordingHfApi.calls[1][1]["private"] is True
+    files = RecordingHfApi.calls[2][1]["files"]
+    for expected in ("README.md", "adapter_config.json", "adapter_model.safetensors", "training/run_info.json",
+                     "training/recipe.yaml", "training/training_curves.png", "eval/before_report.json",
+                     "eval/after_report.json"):  # fmt: skip
+        assert expected in files
+    assert not any(name.startswith("checkpoint-") for name in files)
+    info = json.loads((output_dir / "run_info.json").read_text())
+    assert info["command"] == f"grpo-tools train --config {recipe}"
+    assert info["base_model"] == tiny_model_dir and info["reward_funcs"] == ["tool_format", "tool_partial"]
