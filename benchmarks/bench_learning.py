@@ -1,0 +1,414 @@
+"""Learning: held-out exact-call accuracy and mean reward against optimizer steps and training wall time for the tiny
+recipe, adaptive KL against fixed coefficients (0, the recipe's initial beta, 10x that), several seeds each; plotted
+to PNG.
+
+Every run is the recipe (`recipes/tiny/grpo/cpu.yaml` by default, read by trl's `TrlParser` as `grpo-tools train`
+reads it) with command-line overrides: `--adaptive_kl false --beta B` for the fixed arms, `--seed S`, `--max_steps N`.
+The supervised warm start does not depend on the KL setting, so it runs once (the recipe's seed) and every GRPO run
+starts from it; it is kept in the work folder and reused by later invocations (`--fresh` redoes it). The seeds vary
+GRPO's sampling, data order and LoRA initialisation.
+
+Every `--eval-every` steps a callback generates greedily for the held-out rows (`generate_completions`, as
+`grpo-tools eval` does) and scores them with the recipe's rewards: accuracy is `tool_exact` (the recipe's
+`eval_scorer`), mean reward the recipe's weighted sum, the quantity GRPO maximises. The time spent evaluating is taken
+out of the wall-time axis. Step 0 is the warm-started model (a fresh LoRA adapter is the identity), evaluated once.
+Training reward, KL and the KL coefficient come from trl's per-step logs. Torch runs on one thread (`--threads`), as
+in the other CPU benchmarks: on a shared 2-core machine a second intra-op thread mostly fights the other load, and
+small-model steps then slow down many-fold and unevenly, which would make the wall-time axis say more about the
+neighbours than about the arms.
+
+Full size (3 seeds x 4 arms x 150 steps) takes about an hour on 2 CPU cores:
+
+    make bench-learning
+    .venv/bin/python benchmarks/bench_learning.py [--max-steps 150] [--seeds 0 1 2] [--eval-every 10] \\
+        [--arms adaptive fixed-0 fixed-init fixed-10x] [--output benchmarks/results/learning.json] [RECIPE OVERRIDES]
+
+Any other `--key value` is passed to the recipe parser, e.g. `--warmup_sft_epochs 1` for a quick look.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import RESULTS, quiet, write_result
+
+
+REPO = Path(__file__).resolve().parent.parent
+RECIPE = REPO / "recipes" / "tiny" / "grpo" / "cpu.yaml"
+# Each arm: recipe overrides, as a function of the recipe's beta. The fixed arms turn the adaptive controller off.
+ARMS = {
+    "adaptive": lambda beta: ["--adaptive_kl", "true", "--beta", str(beta)],
+    "fixed-0": lambda beta: ["--adaptive_kl", "false", "--beta", "0"],
+    "fixed-init": lambda beta: ["--adaptive_kl", "false", "--beta", str(beta)],
+    "fixed-10x": lambda beta: ["--adaptive_kl", "false", "--beta", str(10 * beta)],
+}
+
+
+def parse_recipe(recipe: str | os.PathLike[str], overrides: list[str]) -> tuple[Any, Any, Any]:
+    """The recipe with command-line overrides, parsed as `grpo-tools train` parses it."""
+    from trl import TrlParser
+
+    from grpo_tools.configs import ModelConfig, ToolGRPOConfig, ToolScriptArguments
+
+    parser = TrlParser((ToolScriptArguments, ToolGRPOConfig, ModelConfig))
+    return parser.parse_args_and_config(args=["--config", str(recipe), *overrides])
+
+
+def held_out_scores(model: Any, tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any) -> dict:
+    """Greedy completions for the held-out rows, scored: exact-call accuracy (the recipe's `eval_scorer`) and the
+    recipe's weighted reward."""
+    from grpo_tools.evaluate import generate_completions
+    from grpo_tools.prompts import render_prompt
+    from grpo_tools.rewards import REWARDS, get_reward_funcs
+
+    completions = generate_completions(
+        model,
+        tokenizer,
+        [render_prompt(tokenizer, row) for row in rows],
+        batch_size=script_args.eval_batch_size,
+        max_new_tokens=training_args.max_completion_length,
+        progress=False,
+    )
+    columns = {
+        "tools": [row["tools"] for row in rows],
+        "answers": [row["answers"] for row in rows],
+        "possible_answers": [row.get("possible_answers") for row in rows],
+    }
+    correct = REWARDS[f"tool_{script_args.eval_scorer}"].function(completions=completions, **columns)
+    weights = training_args.reward_weights or [1.0] * len(training_args.reward_funcs)
+    total = [0.0] * len(rows)
+    for weight, function in zip(weights, get_reward_funcs(training_args.reward_funcs), strict=True):
+        total = [
+            sum_ + weight * score
+            for sum_, score in zip(total, function(completions=completions, **columns), strict=True)
+        ]
+    return {"accuracy": statistics.mean(correct), "mean_reward": statistics.mean(total)}
+
+
+def _eval_callback(tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any, every: int) -> Any:
+    from transformers import TrainerCallback
+
+    class HeldOutEval(TrainerCallback):
+        """Scores the held-out rows every `every` steps and at the end; keeps a training clock without the evals."""
+
+        def __init__(self) -> None:
+            self.points: list[dict[str, Any]] = []
+            self.step_seconds: list[float] = []  # training wall seconds at the end of each step
+            self.start = 0.0
+            self.eval_seconds = 0.0
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+            now = time.perf_counter()
+            train_seconds = now - self.start - self.eval_seconds
+            self.step_seconds.append(train_seconds)
+            if state.global_step % every == 0 or state.global_step == state.max_steps:
+                scores = held_out_scores(model, tokenizer, rows, script_args, training_args)
+                self.points.append({"step": state.global_step, "train_seconds": train_seconds, **scores})
+                self.eval_seconds += time.perf_counter() - now
+
+    return HeldOutEval()
+
+
+def warm_start_once(
+    recipe: str, overrides: list[str], work_dir: Path, train_rows: list[dict], fresh: bool
+) -> tuple[str, float | None]:
+    """The recipe's supervised warm start, run once into `work_dir/warmup`, or reused when that folder holds one made
+    from the same recipe text, overrides and base model weights; returns its folder and the seconds it took (None when
+    reused)."""
+    import hashlib
+
+    from transformers import AutoTokenizer
+
+    from grpo_tools.tiny import build_tiny_model
+    from grpo_tools.train import warm_start
+
+    script_args, training_args, model_args = parse_recipe(recipe, [*overrides, "--output_dir", str(work_dir)])
+    model_path = model_args.model_name_or_path
+    if not Path(model_path).exists() and Path(model_path).name == "tiny-model":
+        build_tiny_model(model_path, seed=0)  # what `make train` does first
+    weights = sorted(Path(model_path).glob("*.safetensors"))
+    key = {
+        "recipe": Path(recipe).read_text(),
+        "overrides": overrides,
+        "base_weights": [hashlib.sha256(path.read_bytes()).hexdigest() for path in weights] or model_path,
+    }
+    folder = work_dir / "warmup"
+    marker = folder / "bench_learning_key.json"
+    if not fresh and marker.exists() and json.loads(marker.read_text()) == key:
+        return str(folder), None
+    if script_args.warmup_sft_epochs <= 0:
+        return model_path, 0.0
+    start = time.perf_counter()
+    training_args.disable_tqdm = True
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    warm_start(model_path, tokenizer, train_rows, script_args, training_args, str(folder))
+    marker.write_text(json.dumps(key))
+    return str(folder), time.perf_counter() - start
+
+
+def run_arm(
+    recipe: str,
+    overrides: list[str],
+    warm_dir: str,
+    arm: str,
+    seed: int,
+    eval_every: int,
+    work_dir: Path,
+    rows: dict[str, list[dict]],
+) -> dict:
+    """One GRPO run of the recipe from the warm start: per-step logs and the held-out points."""
+    from common import without_printer
+    from transformers import AutoTokenizer
+    from trl import get_peft_config
+
+    from grpo_tools.prompts import prompt_dataset
+    from grpo_tools.rewards import get_reward_funcs
+    from grpo_tools.trainer import ToolGRPOTrainer
+
+    beta = parse_recipe(recipe, overrides)[1].beta
+    arm_overrides = [*overrides, *ARMS[arm](beta), "--seed", str(seed), "--model_name_or_path", warm_dir]
+    arm_overrides += ["--output_dir", str(work_dir / f"{arm}-seed{seed}"), "--save_strategy", "no"]
+    arm_overrides += ["--logging_steps", "1", "--disable_tqdm", "true", "--warmup_sft_epochs", "0"]
+    script_args, training_args, model_args = parse_recipe(recipe, arm_overrides)
+    if training_args.model_init_kwargs is None:
+        training_args.model_init_kwargs = {"dtype": model_args.dtype or "auto"}  # as `grpo-tools train`
+    tokenizer = AutoTokenizer.from_pretrained(warm_dir)
+    callback = _eval_callback(tokenizer, rows["eval"], script_args, training_args, eval_every)
+    trainer = without_printer(
+        ToolGRPOTrainer(
+            model=warm_dir,
+            reward_funcs=get_reward_funcs(training_args.reward_funcs),
+            args=training_args,
+            train_dataset=prompt_dataset(rows["train"], tokenizer),
+            processing_class=tokenizer,
+            peft_config=get_peft_config(model_args),
+            callbacks=[callback],
+        )
+    )
+    trainer.train()
+    logs = [entry for entry in trainer.state.log_history if "reward" in entry]
+    return {
+        "arm": arm,
+        "seed": seed,
+        "beta": training_args.beta,
+        "adaptive_kl": training_args.adaptive_kl,
+        "steps": trainer.state.global_step,
+        "train_seconds": callback.step_seconds[-1] if callback.step_seconds else 0.0,
+        "held_out": callback.points,
+        "per_step": {
+            "step": [entry["step"] for entry in logs],
+            "train_seconds": callback.step_seconds[: len(logs)],
+            "reward": [entry["reward"] for entry in logs],
+            "kl": [entry.get("kl") for entry in logs],  # trl measures no KL when beta is 0
+            "kl_coef": [entry.get("kl_coef", training_args.beta) for entry in logs],  # logged by the adaptive arm
+        },
+    }
+
+
+def run(
+    recipe: str | os.PathLike[str] = RECIPE,
+    seeds: tuple[int, ...] = (0, 1, 2),
+    arms: tuple[str, ...] = tuple(ARMS),
+    max_steps: int | None = None,
+    eval_every: int = 10,
+    work_dir: str | os.PathLike[str] = REPO / "outputs" / "bench-learning",
+    overrides: tuple[str, ...] = (),
+    fresh: bool = False,
+    threads: int | None = 1,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Warm start once, then every arm for every seed (seeds outermost, so a cut-short session has every arm at the
+    first seeds); returns everything the plot needs. `threads` sets torch's thread count (None: torch's default)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_tools.prompts import load_rows
+
+    quiet()
+    if threads:
+        torch.set_num_threads(threads)
+    recipe = str(recipe)
+    work_dir = Path(work_dir)
+    start = time.perf_counter()
+    script_args, training_args, _ = parse_recipe(recipe, [*overrides, "--output_dir", str(work_dir)])
+    rows = {
+        "train": load_rows(script_args.dataset_name, script_args.max_train_rows),
+        "eval": load_rows(script_args.eval_data, script_args.max_eval_rows),
+    }
+    warm_dir, warm_seconds = warm_start_once(recipe, list(overrides), work_dir, rows["train"], fresh)
+    tokenizer = AutoTokenizer.from_pretrained(warm_dir)
+    step_zero = held_out_scores(
+        AutoModelForCausalLM.from_pretrained(warm_dir), tokenizer, rows["eval"], script_args, training_args
+    )
+    overrides = [*overrides, *(["--max_steps", str(max_steps)] if max_steps else [])]
+    runs = []
+    for seed in seeds:
+        for arm in arms:
+            runs.append(run_arm(recipe, overrides, warm_dir, arm, seed, eval_every, work_dir, rows))
+            runs[-1]["held_out"].insert(0, {"step": 0, "train_seconds": 0.0, **step_zero})
+            if progress:
+                last = runs[-1]["held_out"][-1]
+                print(
+                    f"  {arm:<11} seed {seed}: {runs[-1]['steps']} steps in {runs[-1]['train_seconds']:.0f} s, "
+                    f"held-out accuracy {last['accuracy']:.3f}, mean reward {last['mean_reward']:.3f}",
+                    flush=True,
+                )
+    return {
+        "recipe": recipe,
+        "overrides": overrides,
+        "cores_on_machine": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "initial_beta": training_args.beta,
+        "max_steps": max_steps or training_args.max_steps,
+        "eval_every": eval_every,
+        "eval_rows": len(rows["eval"]),
+        "warm_start": {"folder": warm_dir, "seconds": warm_seconds, **step_zero},
+        "seeds": list(seeds),
+        "arms": list(arms),
+        "runs": runs,
+        "total_seconds": time.perf_counter() - start,
+    }
+
+
+def summary_table(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per arm, over seeds: final held-out accuracy and mean reward (mean, min, max), training seconds, final KL."""
+    rows = []
+    for arm in result["arms"]:
+        runs = [run for run in result["runs"] if run["arm"] == arm]
+        if not runs:
+            continue
+        finals = [run["held_out"][-1] for run in runs]
+        kls = [
+            run["per_step"]["kl"][-1]
+            for run in runs
+            if run["per_step"]["kl"] and run["per_step"]["kl"][-1] is not None
+        ]
+        rows.append({
+            "arm": arm,
+            "seeds": len(runs),
+            "accuracy": [statistics.mean(p["accuracy"] for p in finals), min(p["accuracy"] for p in finals),
+                         max(p["accuracy"] for p in finals)],
+            "mean_reward": [statistics.mean(p["mean_reward"] for p in finals), min(p["mean_reward"] for p in finals),
+                            max(p["mean_reward"] for p in finals)],
+            "train_seconds": statistics.mean(run["train_seconds"] for run in runs),
+            "final_kl": statistics.mean(kls) if kls else None,
+            "final_kl_coef": statistics.mean(run["per_step"]["kl_coef"][-1] for run in runs),
+        })  # fmt: skip
+    return rows
+
+
+def _band(ax: Any, xs: list[list[float]], ys: list[list[float]], label: str, color: str) -> None:
+    """Mean over seeds as a line, min to max as a shaded band; runs are aligned by index (same evaluation steps)."""
+    length = min(len(y) for y in ys)
+    x = [statistics.mean(run[i] for run in xs) for i in range(length)]
+    columns = [[run[i] for run in ys] for i in range(length)]
+    ax.plot(x, [statistics.mean(c) for c in columns], label=label, color=color, marker="o", markersize=3)
+    if len(ys) > 1:
+        ax.fill_between(x, [min(c) for c in columns], [max(c) for c in columns], color=color, alpha=0.2)
+
+
+def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Six panels: held-out accuracy and mean reward against steps and training seconds, KL and its coefficient."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = dict(zip(ARMS, ["tab:blue", "tab:gray", "tab:orange", "tab:red"], strict=True))
+    beta = result["initial_beta"]
+    labels = {"adaptive": f"adaptive (from {beta:g})", "fixed-0": "fixed 0", "fixed-init": f"fixed {beta:g}",
+              "fixed-10x": f"fixed {10 * beta:g}"}  # fmt: skip
+    figure, axes = plt.subplots(2, 3, figsize=(16, 9))
+    panels = [
+        (axes[0][0], "held_out", "step", "accuracy", "held-out exact-call accuracy"),
+        (axes[0][1], "held_out", "train_seconds", "accuracy", "held-out exact-call accuracy"),
+        (axes[1][0], "held_out", "step", "mean_reward", "held-out mean reward (recipe weights)"),
+        (axes[1][1], "held_out", "train_seconds", "mean_reward", "held-out mean reward (recipe weights)"),
+        (axes[0][2], "per_step", "step", "kl", "KL to the reference (trl log, per step)"),
+        (axes[1][2], "per_step", "step", "kl_coef", "KL coefficient in force"),
+    ]
+    for ax, source, x_key, y_key, title in panels:
+        for arm in result["arms"]:
+            runs = [run for run in result["runs"] if run["arm"] == arm]
+            if source == "held_out":
+                xs = [[point[x_key] for point in run["held_out"]] for run in runs]
+                ys = [[point[y_key] for point in run["held_out"]] for run in runs]
+            else:
+                if not runs or any(value is None for run in runs for value in run["per_step"][y_key]):
+                    continue  # no KL is measured with beta = 0
+                xs = [run["per_step"][x_key] for run in runs]
+                ys = [run["per_step"][y_key] for run in runs]
+            if runs:
+                _band(ax, xs, ys, labels[arm], colors[arm])
+        ax.set_title(title)
+        ax.set_xlabel("optimizer step" if x_key == "step" else "training wall seconds (evaluation excluded)")
+        ax.grid(alpha=0.3)
+        if y_key in ("kl", "kl_coef"):
+            ax.set_yscale("symlog", linthresh=1e-3)
+        ax.legend(fontsize=8)
+    seeds = len(result["seeds"])
+    figure.suptitle(
+        f"tiny recipe: adaptive KL against fixed coefficients, {seeds} seed{'s' * (seeds > 1)} each "
+        f"(line: mean, band: min-max), {result['eval_rows']} held-out rows, {result['cores_on_machine']} CPU cores"
+    )
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--recipe", default=str(RECIPE))
+    parser.add_argument("--max-steps", type=int, help="GRPO steps per run (default: the recipe's)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    parser.add_argument("--eval-every", type=int, default=10, help="steps between held-out evaluations")
+    parser.add_argument("--work-dir", default=str(REPO / "outputs" / "bench-learning"), help="runs and warm start")
+    parser.add_argument("--fresh", action="store_true", help="redo the warm start even if the work folder has one")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default); see the docstring")
+    parser.add_argument("--output", default=str(RESULTS / "learning.json"), help="JSON; the PNG goes next to it")
+    args, overrides = parser.parse_known_args()
+    print(
+        f"learning: {len(args.arms)} arms x {len(args.seeds)} seeds of {args.recipe}"
+        f"{' ' + ' '.join(overrides) if overrides else ''}, held-out evaluation every {args.eval_every} steps",
+        flush=True,
+    )
+    result = run(args.recipe, tuple(args.seeds), tuple(args.arms), args.max_steps, args.eval_every, args.work_dir,
+                 tuple(overrides), args.fresh, args.threads or None)  # fmt: skip
+    result["summary"] = summary_table(result)
+    warm = result["warm_start"]
+    took = "reused" if warm["seconds"] is None else f"{warm['seconds']:.0f} s"
+    print(f"\nwarm start: {took}, held-out accuracy {warm['accuracy']:.3f}, mean reward {warm['mean_reward']:.3f}\n")
+    print(
+        f"{'arm':<11} {'seeds':>5} {'accuracy (min-max)':>22} {'mean reward (min-max)':>24} {'train s':>8} {'KL':>8}"
+    )
+    for row in result["summary"]:
+        accuracy, reward = row["accuracy"], row["mean_reward"]
+        kl = f"{row['final_kl']:.4f}" if row["final_kl"] is not None else "-"
+        print(
+            f"{row['arm']:<11} {row['seeds']:>5} {accuracy[0]:>8.3f} ({accuracy[1]:.3f}-{accuracy[2]:.3f})"
+            f" {reward[0]:>10.3f} ({reward[1]:.3f}-{reward[2]:.3f}) {row['train_seconds']:>8.0f} {kl:>8}"
+        )
+    output = write_result(args.output, result)
+    figure = plot(result, output.with_suffix(".png"))
+    print(f"\nwrote {output} and {figure} ({result['total_seconds'] / 60:.1f} min in all)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""Tests for the training benchmarks under `benchmarks/`, at sizes that take seconds: the trainer comparison times
+interleaved steps of equal work and adapts only on our side, the memory configurations hold what they claim (one copy
+of the weights, or a second one as the reference), the GPU script's CPU smoke path writes its table's JSON, the
+learning plot draws every arm, and the statistics they share are right."""
+
+import importlib
+import json
+import math
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    """The benchmark scripts as modules (they import their shared helpers from their own folder)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        yield {name: importlib.import_module(name) for name in ("common", "bench_trainer", "bench_memory", "gpu")}
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_percentile_and_bootstrap_interval(bench):
+    common = bench["common"]
+    assert common.percentile([5, 1, 3, 2, 4], 0.5) == 3
+    assert common.percentile([1, 2, 3, 4, 5], 0.25) == 2
+    assert common.percentile([1, 2], 0.5) == 1.5
+    assert common.bootstrap_ratio([2.0] * 9, [1.0] * 9) == (2.0, 2.0)
+    slow, fast = [1.1, 1.0, 1.2, 1.05, 1.15, 1.1, 1.3], [1.0, 0.9, 1.1, 0.95, 1.0, 1.05, 1.1]
+    low, high = common.bootstrap_ratio(slow, fast)
+    assert low <= (1.1 / 1.0) <= high and high - low < 0.4
+
+
+def test_baton_lets_trainers_run_one_step_each_in_turn(bench):
+    baton = bench["bench_trainer"].Baton(["a", "b"])
+    order = []
+
+    def worker(name, steps):
+        baton.wait_turn(name)
+        for step in range(steps):
+            order.append(name)
+            if step < steps - 1:
+                baton.pass_on(name)
+                baton.wait_turn(name)
+        baton.leave(name)
+
+    threads = [threading.Thread(target=worker, args=("a", 4)), threading.Thread(target=worker, args=("b", 2))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert order == ["a", "b", "a", "b", "a", "a"]  # strict alternation; the one left alone runs on
+
+
+def test_trainer_benchmark_times_equal_work_on_both_sides(bench, tiny_model_dir):
+    result = bench["bench_trainer"].run(
+        steps=4, warmup=1, batch_size=4, num_generations=2, max_completion_length=6, model_dir=tiny_model_dir
+    )
+    ours, trl = result["sides"]["tool_grpo"], result["sides"]["trl"]
+    for side in (ours, trl):
+        assert len(side["wall_seconds"]) == len(side["cpu_seconds"]) == 4 and side["measured_steps"] == 3
+        assert all(seconds > 0 for seconds in side["wall_seconds"])
+        assert side["wall"]["p25"] <= side["wall"]["median"] <= side["wall"]["p75"]
+        assert side["mean_completion_length"] == 6  # every completion forced to full length, on both sides
+    wall = result["ratios"]["wall"]
+    assert wall["ratio"] == pytest.approx(ours["wall"]["median"] / trl["wall"]["median"])
+    assert wall["ci95"][0] <= wall["ratio"] <= wall["ci95"][1]
+    # Only our side adapts its coefficient: the KL starts at 0, below the band, so it falls by 1.5 a step.
+    assert ours["final_beta"] == pytest.approx(0.02 / 1.5**4) and trl["final_beta"] == 0.02
+    assert result["met"] == (wall["ratio"] <= 1.03)
+
+
+def test_memory_configurations_hold_one_or_two_copies_of_the_weights(bench, tiny_model_dir, tmp_path):
+    memory = bench["bench_memory"]
+    batch = {"per_device_train_batch_size": 4, "num_generations": 2, "max_completion_length": 4}
+    reports = {
+        config: memory.train_config(config, tiny_model_dir, "tiny", 1, str(tmp_path / config), batch)
+        for config in ("lora_kl", "lora_no_kl", "trl_separate_ref")
+    }
+    base = reports["lora_kl"]["parameters"] - reports["lora_kl"]["trainable_parameters"]
+    assert reports["lora_kl"]["beta"] > 0 and reports["lora_kl"]["reference_parameters"] == 0
+    assert reports["lora_no_kl"]["beta"] == 0 and reports["lora_no_kl"]["reference_parameters"] == 0
+    assert reports["trl_separate_ref"]["reference_parameters"] == base  # a whole second copy of the base model
+    assert all(report["steps"] == 1 for report in reports.values())
+
+    measured = memory.measure("loaded", tiny_model_dir, "tiny", 0, str(tmp_path))  # its own process
+    assert measured["steps"] == 0 and 100 < measured["peak_mb"] < 8000
+
+
+def test_gpu_script_smoke_path_writes_its_figures(tmp_path):
+    output = tmp_path / "gpu.json"
+    subprocess.run(
+        [sys.executable, str(BENCHMARKS / "gpu.py"), "--smoke", "--output", str(output)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    result = json.loads(output.read_text())
+    assert result["smoke"] and result["steps"] == 2 and result["warmup"] == 1
+    (row,) = result["results"]
+    assert row["backend"] == "transformers" and row["device"] == "cpu" and row["measured_steps"] == 1
+    assert row["mean_completion_length"] == row["max_completion_length"] == 8
+    assert row["generated_tokens_per_second"] > 0 and 0 < row["generation_share_of_step"] <= 1
+    assert row["optimizer_steps_per_second"] == pytest.approx(1 / row["seconds_per_step_median"])
+    assert "peak_gpu_memory_gb" not in row  # no GPU figure is claimed from a CPU run
+
+
+def fake_learning_result():
+    """What `bench_learning.run` returns, for two arms and two seeds, with made-up numbers."""
+    runs = []
+    for arm, gain in (("adaptive", 0.1), ("fixed-0", 0.05)):
+        for seed in (0, 1):
+            held_out = [
+                {"step": step, "train_seconds": 2.0 * step, "accuracy": 0.2 + gain * step / 10 + 0.01 * seed,
+                 "mean_reward": 0.5 + gain * step / 10}
+                for step in (0, 5, 10)
+            ]  # fmt: skip
+            per_step = {
+                "step": list(range(1, 11)),
+                "train_seconds": [2.0 * step for step in range(1, 11)],
+                "reward": [0.5] * 10,
+                "kl": [0.01] * 10 if arm == "adaptive" else [None] * 10,
+                "kl_coef": [0.02] * 10 if arm == "adaptive" else [0.0] * 10,
+            }
+            runs.append({"arm": arm, "seed": seed, "train_seconds": 20.0, "held_out": held_out, "per_step": per_step})
+    return {"arms": ["adaptive", "fixed-0"], "seeds": [0, 1], "runs": runs, "initial_beta": 0.02, "eval_rows": 200,
+            "cores_on_machine": 2}  # fmt: skip
+
+
+def test_learning_summary_and_plot(tmp_path):
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        learning = importlib.import_module("bench_learning")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    result = fake_learning_result()
+    summary = {row["arm"]: row for row in learning.summary_table(result)}
+    assert summary["adaptive"]["accuracy"] == pytest.approx([0.305, 0.3, 0.31])  # mean, min, max of the seeds
+    assert summary["fixed-0"]["final_kl"] is None and math.isclose(summary["adaptive"]["final_kl"], 0.01)
+    path = learning.plot(result, tmp_path / "learning.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
+
+
+@pytest.mark.slow
+def test_learning_benchmark_end_to_end(tmp_path):
+    """A miniature of `make bench-learning`: warm start once, two arms, evaluations along the way."""
+    output = tmp_path / "learning.json"
+    command = [sys.executable, str(BENCHMARKS / "bench_learning.py"), "--max-steps", "2", "--seeds", "0"]
+    command += ["--arms", "adaptive", "fixed-0", "--eval-every", "1", "--work-dir", str(tmp_path / "work")]
+    command += ["--output", str(output), "--warmup_sft_epochs", "0.05", "--max_eval_rows", "16"]
+    command += ["--per_device_train_batch_size", "8", "--num_generations", "4"]
+    subprocess.run(command, check=True, capture_output=True, timeout=600)
+    result = json.loads(output.read_text())
+    assert [(run["arm"], run["steps"]) for run in result["runs"]] == [("adaptive", 2), ("fixed-0", 2)]
+    assert [point["step"] for point in result["runs"][0]["held_out"]] == [0, 1, 2]
+    assert result["runs"][1]["beta"] == 0 and not result["runs"][1]["adaptive_kl"]
+    assert output.with_suffix(".png").stat().st_size > 20_000
+
+
+@pytest.mark.slow
+def test_memory_benchmark_end_to_end(bench):
+    result = bench["bench_memory"].run(sizes=("tiny",), steps=1)
+    (tiny,) = result["results"]
+    assert set(tiny["configs"]) == set(bench["bench_memory"].CONFIGS)
+    assert all(ratio > 0 for ratio in tiny["ratios"].values())
+    assert tiny["configs"]["trl_separate_ref"]["reference_parameters"] == tiny["parameters"]
+
+
+def test_padded_tokenizer_decodes_every_id_of_a_full_size_vocabulary(bench, tiny_model_dir, tmp_path):
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    shutil.copytree(tiny_model_dir, tmp_path / "model")
+    before = AutoTokenizer.from_pretrained(tmp_path / "model")
+    bench["gpu"].pad_tokenizer(tmp_path / "model", 151_936)
+    after = AutoTokenizer.from_pretrained(tmp_path / "model")
+    assert len(after) == 151_936
+    text = '<|im_start|>user\nWeather in Lyon?<|im_end|>\n<tool_call>{"name": "get_weather"}</tool_call>'
+    ids = after(text).input_ids
+    assert len(ids) == len(before(text).input_ids) and after.decode(ids) == text  # no text encodes to the new tokens
+    assert after.convert_tokens_to_ids(["<|endoftext|>", "<|im_end|>"]) == [0, 2]  # the model config's pad and EOS
+    assert after.convert_tokens_to_ids("</tool_response>") == 151_935  # the tags moved to the top ids
+    assert after.decode([len(before)]) == f"<|pad_{len(before)}|>"  # an id the old one lacked decodes
