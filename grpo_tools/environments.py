@@ -45,7 +45,6 @@ __all__ = [
     "WorkbenchEnvironment",
     "convert_quantity",
     "evaluate_expression",
-    "evaluate_multi_turn",
     "format_number",
     "get_environment",
     "is_multi_turn",
@@ -446,42 +445,3 @@ def make_environment_factory(
     classes = {get_environment(row) for row in rows}
     factories = {cls.name: functools.partial(cls, timeout=timeout) for cls in classes}
     return next(iter(factories.values())) if len(factories) == 1 else factories
-
-
-def evaluate_multi_turn(
-    model: Any,
-    tokenizer: Any,
-    rows: list[dict[str, Any]],
-    output_dir: Any,
-    *,
-    label: str = "eval",
-    batch_size: int = 32,
-    max_new_tokens: int = 128,
-    max_turns: int = 4,
-    timeout: float = DEFAULT_TOOL_TIMEOUT,
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Run every multi-turn row through its environment with greedy generation and report outcome accuracy.
-
-    `max_new_tokens` is the budget of the whole trajectory after the prompt (generated turns and tool results), as
-    trl's `max_completion_length` is in training; `max_turns` caps the assistant turns (trl's
-    `max_tool_calling_iterations` + 1).
-
-    Writes `<label>_predictions.jsonl` (`{"id", "completion", "messages"}` per row) and `<label>_report.json` (the
-    scoring report layout, scored by the outcome, plus `tools`: calls per rollout, turns and failure rates by kind)
-    into `output_dir`, and returns the report. See `grpo_tools.rollouts.evaluate_multi_turn`.
-    """
-    from grpo_tools.rollouts import evaluate_multi_turn as evaluate
-
-    return evaluate(
-        model,
-        tokenizer,
-        rows,
-        output_dir,
-        label=label,
-        batch_size=batch_size,
-        max_new_tokens=max_new_tokens,
-        max_turns=max_turns,
-        timeout=timeout,
-        progress=progress,
-    )

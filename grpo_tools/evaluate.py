@@ -438,7 +438,7 @@ def _run(args: argparse.Namespace, rows: list[dict[str, Any]], labels: list[str]
         context = model.disable_adapter() if model is not None and label == "base" and args.adapter else nullcontext()
         with context:
             if multi_turn:
-                from grpo_tools.environments import evaluate_multi_turn
+                from grpo_tools.rollouts import evaluate_multi_turn
 
                 # The same environments as training run the tools; the report scores the final answers.
                 reports[label] = evaluate_multi_turn(

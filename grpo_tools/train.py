@@ -75,7 +75,7 @@ def _evaluate_multi_turn(
 ) -> Any:
     """Outcome accuracy on multi-turn rows: greedy rollouts through the same environments as training, under trl's
     budget (`max_completion_length` for the whole trajectory) and turn limit."""
-    from grpo_tools.environments import evaluate_multi_turn
+    from grpo_tools.rollouts import evaluate_multi_turn
 
     iterations = training_args.max_tool_calling_iterations
     return evaluate_multi_turn(

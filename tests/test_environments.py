@@ -34,14 +34,13 @@ from grpo_tools.environments import (
     ToolEnvironment,
     WorkbenchEnvironment,
     evaluate_expression,
-    evaluate_multi_turn,
     format_number,
     is_multi_turn,
     make_environment_factory,
 )
 from grpo_tools.multiturn import BUNDLED_FILES, BUNDLED_ROWS, TASKS, generate_rows
 from grpo_tools.rewards import tool_exact_reward, tool_partial_reward
-from grpo_tools.rollouts import run_rollouts
+from grpo_tools.rollouts import evaluate_multi_turn, run_rollouts
 from grpo_tools.synthetic import call_split
 from grpo_tools.trajectories import (
     answer_matches,
