@@ -390,10 +390,8 @@ def main(argv: list[str]) -> int:
     labels = (["base"] if args.compare_base or not args.adapter else []) + (["adapter"] if args.adapter else [])
     try:
         return _run(args, rows, labels, temperature)
-    except (
-        OSError,
-        DataError,
-    ) as error:  # DataError: rows that mix single-turn and multi-turn  # a model that is neither a folder nor reachable on the Hub, an unwritable output dir
+    # OSError: a model that is neither a folder nor on the Hub, an unwritable output dir; DataError: mixed rows
+    except (OSError, DataError) as error:
         print(f"grpo-tools eval: {error}", file=sys.stderr)
         return 2
 
@@ -414,6 +412,12 @@ def _run(args: argparse.Namespace, rows: list[dict[str, Any]], labels: list[str]
         except ImportError:
             print("grpo-tools eval: --vllm needs vLLM: pip install 'grpo-tools[vllm]'", file=sys.stderr)
             return 2
+    from grpo_tools.environments import is_multi_turn
+
+    multi_turn = is_multi_turn(rows)
+    if multi_turn and (args.vllm or args.num_samples > 1):
+        print("grpo-tools eval: multi-turn rows are evaluated greedily with transformers only", file=sys.stderr)
+        return 2
     model, tokenizer = (None, None) if args.vllm else _load(args)
     if tokenizer is None:
         from transformers import AutoTokenizer
@@ -423,12 +427,6 @@ def _run(args: argparse.Namespace, rows: list[dict[str, Any]], labels: list[str]
         )
     if not tokenizer.chat_template:
         print(f"grpo-tools eval: {args.model}: the tokenizer has no chat template to render tools", file=sys.stderr)
-        return 2
-    from grpo_tools.environments import is_multi_turn
-
-    multi_turn = is_multi_turn(rows)
-    if multi_turn and (args.vllm or args.num_samples > 1):
-        print("grpo-tools eval: multi-turn rows are evaluated greedily with transformers only", file=sys.stderr)
         return 2
     prompts = [] if multi_turn else [render_prompt(tokenizer, row) for row in rows]
     generated = _vllm_completions(args, prompts, labels, temperature) if args.vllm else {}
