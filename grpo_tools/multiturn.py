@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -251,16 +250,9 @@ def generate_rows(split: str, num_rows: int, seed: int = BUNDLED_SEED) -> list[d
 
 def write_bundled_data(out_dir: str | Path) -> dict[str, Path]:
     """Write the bundled multi-turn train and eval splits as JSONL into `out_dir`; return the path of each."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for split, filename in BUNDLED_FILES.items():
-        path = out_dir / filename
-        with path.open("w", encoding="utf-8", newline="\n") as handle:
-            rows = generate_rows(split, BUNDLED_ROWS[split], BUNDLED_SEED)
-            handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-        paths[split] = path
-    return paths
+    from grpo_tools.synthetic import write_splits
+
+    return write_splits(out_dir, BUNDLED_FILES, lambda split: generate_rows(split, BUNDLED_ROWS[split], BUNDLED_SEED))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

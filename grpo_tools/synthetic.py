@@ -27,6 +27,7 @@ __all__ = [
     "generate_rows",
     "main",
     "write_bundled_data",
+    "write_splits",
 ]
 
 SPLITS = ("train", "eval")
@@ -412,19 +413,25 @@ def generate_rows(split: str, num_rows: int, seed: int) -> list[dict[str, Any]]:
     ]
 
 
-def write_bundled_data(out_dir: str | Path) -> dict[str, Path]:
-    """Write the bundled train and eval splits as JSONL into `out_dir`; return the path of each split."""
+def write_splits(
+    out_dir: str | Path, files: dict[str, str], rows_of: Callable[[str], list[dict[str, Any]]]
+) -> dict[str, Path]:
+    """Write each split's rows (`rows_of(split)`) as JSONL into `out_dir / files[split]`; return the path of each."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for split, filename in BUNDLED_FILES.items():
-        rows = generate_rows(split, BUNDLED_ROWS[split], BUNDLED_SEED)
+    for split, filename in files.items():
         path = out_dir / filename
         # Explicit "\n" and utf-8 so the bytes are identical on every platform (a test compares them).
         with path.open("w", encoding="utf-8", newline="\n") as handle:
-            handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+            handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows_of(split))
         paths[split] = path
     return paths
+
+
+def write_bundled_data(out_dir: str | Path) -> dict[str, Path]:
+    """Write the bundled train and eval splits as JSONL into `out_dir`; return the path of each split."""
+    return write_splits(out_dir, BUNDLED_FILES, lambda split: generate_rows(split, BUNDLED_ROWS[split], BUNDLED_SEED))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
