@@ -150,9 +150,19 @@ def test_learning_summary_and_plot(tmp_path):
 
 @pytest.mark.slow
 def test_learning_benchmark_end_to_end(tmp_path):
-    """A miniature of `make bench-learning`: warm start once, two arms, evaluations along the way."""
+    """A miniature of `make bench-learning`: warm start once, two arms in two worker processes, evaluations along the
+    way, results in the planned order."""
     output = tmp_path / "learning.json"
-    command = [sys.executable, str(BENCHMARKS / "bench_learning.py"), "--max-steps", "2", "--seeds", "0"]
+    command = [
+        sys.executable,
+        str(BENCHMARKS / "bench_learning.py"),
+        "--max-steps",
+        "2",
+        "--seeds",
+        "0",
+        "--jobs",
+        "2",
+    ]
     command += ["--arms", "adaptive", "fixed-0", "--eval-every", "1", "--work-dir", str(tmp_path / "work")]
     command += ["--output", str(output), "--warmup_sft_epochs", "0.05", "--max_eval_rows", "16"]
     command += ["--per_device_train_batch_size", "8", "--num_generations", "4"]
