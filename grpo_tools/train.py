@@ -93,10 +93,16 @@ def _evaluate_multi_turn(
 
 
 def write_run_info(
-    output_dir: str, script_args: Any, training_args: Any, model_args: Any, argv: list[str] | None
+    output_dir: str,
+    script_args: Any,
+    training_args: Any,
+    model_args: Any,
+    argv: list[str] | None,
+    multi_turn: bool = False,
 ) -> None:
     """Record what trained this run in `output_dir`: `run_info.json` (command, base model, data, rewards, KL and LoRA
-    settings) and a copy of the recipe as `recipe.yaml`. `grpo-tools push` builds the model card from them."""
+    settings, and for `multi_turn` runs the outcome weight, extra-call cost and tool limits) and a copy of the recipe
+    as `recipe.yaml`. `grpo-tools push` builds the model card from them."""
     import shlex
     import shutil
 
@@ -134,6 +140,14 @@ def write_run_info(
         "learning_rate": training_args.learning_rate,
         "max_steps": training_args.max_steps,
         "seed": training_args.seed,
+        "multi_turn": {
+            "outcome_reward_weight": training_args.outcome_reward_weight,
+            "extra_call_cost": training_args.extra_call_cost,
+            "tool_timeout": training_args.tool_timeout,
+            "max_tool_calling_iterations": training_args.max_tool_calling_iterations,
+        }
+        if multi_turn
+        else None,
     }
     Path(output_dir).mkdir(parents=True, exist_ok=True)
     Path(output_dir, "run_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
@@ -244,7 +258,7 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
     trainer.save_state()  # trainer_state.json: the logged history `grpo-tools plot` draws
     if trainer.accelerator.is_main_process:
         tokenizer.save_pretrained(training_args.output_dir)
-        write_run_info(training_args.output_dir, script_args, training_args, model_args, argv)
+        write_run_info(training_args.output_dir, script_args, training_args, model_args, argv, multi_turn)
     model = trainer.accelerator.unwrap_model(trainer.model)
     after = evaluator(model, tokenizer, eval_rows, script_args, training_args, "after") if evaluate else None
     if before and after:

@@ -810,6 +810,9 @@ def test_multi_turn_recipe_trains_for_a_few_steps_on_the_tiny_model(tiny_model_d
     assert len(steps) == 2
     for key in ("tools/turns", "tools/failure_rate", "rewards/outcome_reward/mean", "rewards/extra_calls_reward/mean"):
         assert all(key in entry for entry in steps), key
+    info = json.loads((run / "run_info.json").read_text())  # what the model card reports
+    assert info["multi_turn"]["outcome_reward_weight"] == recipe["outcome_reward_weight"]
+    assert info["multi_turn"]["extra_call_cost"] == recipe["extra_call_cost"]
     for label in ("before", "after"):
         report = json.loads((run / f"{label}_report.json").read_text())
         assert report["scorer"] == "outcome" and report["rows"]["data"] == 2

@@ -206,6 +206,20 @@ def test_card_says_what_it_does_not_know(adapter_template, tmp_path):
     assert "No `run_info.json` was found" in text
 
 
+def test_card_states_the_multi_turn_settings(adapter_template, tmp_path):
+    settings = {"outcome_reward_weight": 2.0, "extra_call_cost": 0.1, "tool_timeout": 5.0}
+    single = make_run(tmp_path / "single", adapter_template, run_info={"multi_turn": None})
+    multi = make_run(
+        tmp_path / "multi", adapter_template, run_info={"multi_turn": {**settings, "max_tool_calling_iterations": 4}}
+    )
+
+    single_card = (hub.push_run(single, "me/single", dry_run_dir=tmp_path / "out1").folder / "README.md").read_text()
+    multi_card = (hub.push_run(multi, "me/multi", dry_run_dir=tmp_path / "out2").folder / "README.md").read_text()
+
+    assert "Multi-turn" not in single_card
+    assert "outcome reward × 2, 0.1 off per extra call, 5 s per tool call, at most 4 tool rounds" in multi_card
+
+
 def test_warm_started_adapter_is_flagged(adapter_template, tiny_model_dir, tmp_path, caplog):
     run = make_run(tmp_path / "run", adapter_template, base=tiny_model_dir)
     info = json.loads((run / "run_info.json").read_text())
