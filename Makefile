@@ -48,7 +48,7 @@ train: $(TINY)/config.json
 	$(BIN)/grpo-tools train --config recipes/tiny/grpo/cpu.yaml
 
 # Adaptive against fixed KL on the tiny recipe, 4 arms x 3 seeds x 150 steps, two one-thread runs at a time (about
-# 50 minutes on 2 CPU cores); JSON and PNG in benchmarks/results/. The warm start is done once, kept in
+# an hour on 2 CPU cores); JSON and PNG in benchmarks/results/. The warm start is done once, kept in
 # outputs/bench-learning/ and reused by the next run.
 bench-learning: $(TINY)/config.json
 	$(BIN)/python benchmarks/bench_learning.py --jobs 2 --eval-every 15
