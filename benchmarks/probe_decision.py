@@ -1,0 +1,72 @@
+"""Does GRPO learn at all on the tiny recipe? A probe with a reward the warm-started model can climb by a decision
+alone: 1 for a completion without a tool call, 0 for one with a call.
+
+The tiny recipe's held-out accuracy does not move under GRPO (README, Performance); this separates "the trainer does
+not learn" from "this model does not learn to copy argument values". It runs the recipe (`recipes/tiny/grpo/cpu.yaml`,
+β = 0, no adaptive KL) from the warm start `make bench-learning` keeps in `outputs/bench-learning/warmup` (made first
+if missing), and prints the mean reward every 5 steps:
+
+    .venv/bin/python benchmarks/probe_decision.py [--max-steps 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_learning import RECIPE, REPO, parse_recipe, warm_start_once
+from common import quiet, without_printer
+
+
+def no_call_reward(completions: list[str], **kwargs: object) -> list[float]:
+    """1.0 for an answer in words, 0.0 for one that calls a tool."""
+    return [0.0 if "<tool_call>" in text else 1.0 for text in completions]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--max-steps", type=int, default=40)
+    parser.add_argument("--work-dir", default=str(REPO / "outputs" / "bench-learning"), help="where the warm start is")
+    args = parser.parse_args()
+    import torch
+    from transformers import AutoTokenizer
+    from trl import get_peft_config
+
+    from grpo_tools.prompts import load_rows, prompt_dataset
+    from grpo_tools.trainer import ToolGRPOTrainer
+
+    quiet()
+    torch.set_num_threads(1)
+    work_dir = Path(args.work_dir)
+    script_args, _, _ = parse_recipe(RECIPE, ["--output_dir", str(work_dir)])
+    rows = load_rows(script_args.dataset_name, script_args.max_train_rows)
+    warm_dir, _ = warm_start_once(str(RECIPE), [], work_dir, rows, fresh=False)
+    overrides = ["--model_name_or_path", warm_dir, "--output_dir", str(work_dir / "probe-decision"), "--max_steps"]
+    overrides += [str(args.max_steps), "--adaptive_kl", "false", "--beta", "0", "--logging_steps", "5"]
+    overrides += ["--save_strategy", "no", "--disable_tqdm", "true", "--warmup_sft_epochs", "0"]
+    _, training_args, model_args = parse_recipe(RECIPE, overrides)
+    training_args.model_init_kwargs = {"dtype": model_args.dtype or "auto"}
+    training_args.reward_weights = None  # the recipe weighs its three tool rewards; the probe has one reward
+    tokenizer = AutoTokenizer.from_pretrained(warm_dir)
+    trainer = without_printer(
+        ToolGRPOTrainer(
+            model=warm_dir,
+            reward_funcs=[no_call_reward],
+            args=training_args,
+            train_dataset=prompt_dataset(rows, tokenizer),
+            processing_class=tokenizer,
+            peft_config=get_peft_config(model_args),
+        )
+    )
+    trainer.train()
+    for entry in trainer.state.log_history:
+        if "reward" in entry:
+            print(f"step {entry['step']:>3}: mean reward {entry['reward']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
