@@ -106,6 +106,22 @@ def _reward_means(rows: list[dict[str, Any]], completions: list[str]) -> dict[st
     }
 
 
+def _argument_summary(rows: list[dict[str, Any]], completions: list[str]) -> dict[str, dict[str, int]]:
+    """For every `tool.argument` of the gold calls: how often a call to the right tool carried it (`checked`), and
+    how often its value was wrong or left out (`wrong`); most often wrong first."""
+    from grpo_tools.rewards import argument_checks, make_gold
+
+    checked: dict[str, int] = {}
+    wrong: dict[str, int] = {}
+    for row, text in zip(rows, completions, strict=True):
+        gold = make_gold(row["tools"], row["answers"], row.get("possible_answers"), str(row["id"]))
+        for argument, right in argument_checks(text, gold):
+            checked[argument] = checked.get(argument, 0) + 1
+            wrong[argument] = wrong.get(argument, 0) + (not right)
+    order = sorted(checked, key=lambda argument: (-wrong[argument], argument))
+    return {argument: {"checked": checked[argument], "wrong": wrong[argument]} for argument in order}
+
+
 def _sampling_summary(
     rows: list[dict[str, Any]], samples: list[list[str]], scorer: str, temperature: float
 ) -> dict[str, Any]:
@@ -153,8 +169,9 @@ def evaluate_model(
     row, in the layout `grpo-tools score` reads), `<label>_samples.jsonl` when sampling several, and
     `<label>_report.json`; return the report.
 
-    The report is `score`'s for the predictions file, plus `rewards` (the mean of every reward) and, with several
-    samples, `sampling` (pass@k overall and per category).
+    The report is `score`'s for the predictions file, plus `rewards` (the mean of every reward), `arguments` (per
+    gold argument, how often a call to the right tool got its value wrong) and, with several samples, `sampling`
+    (pass@k overall and per category).
     """
     from grpo_tools.scoring import score_files
 
@@ -186,6 +203,7 @@ def evaluate_model(
     )
     report, _ = score_files(data_path, predictions_path, scorer, workers=1, progress=False)
     report["rewards"] = _reward_means(rows, [texts[0] for texts in samples])
+    report["arguments"] = _argument_summary(rows, [texts[0] for texts in samples])
     if num_samples > 1:
         (output_dir / f"{label}_samples.jsonl").write_text(
             "".join(
@@ -257,6 +275,7 @@ def print_comparison(reports: dict[str, dict[str, Any]], title: str | None = Non
         for name, measure in measures.items():
             tools.add_row(name, *(f"{measure(report):.3f}" for report in reports.values()))
         console.print(tools)
+    _print_arguments(console, reports)
     errors = sorted({kind for report in reports.values() for kind in report["errors"]})
     if errors:
         table = Table(title="rows with each error kind")
@@ -265,6 +284,26 @@ def print_comparison(reports: dict[str, dict[str, Any]], title: str | None = Non
         for kind in errors:
             table.add_row(kind, *(str(report["errors"].get(kind, 0)) for report in reports.values()))
         console.print(table)
+
+
+def _print_arguments(console: Any, reports: dict[str, dict[str, Any]], limit: int = 8) -> None:
+    """The arguments most often wrong in the last report, as `wrong / checked` for every report."""
+    from rich.table import Table
+
+    last = list(reports.values())[-1].get("arguments") or {}
+    shown = [argument for argument, counts in last.items() if counts["wrong"]][:limit]
+    if not shown:
+        return
+    table = Table(title="wrong values by argument (wrong / calls to the right tool)")
+    for column in ["argument", *reports]:
+        table.add_column(column, justify="left" if column == "argument" else "right")
+    for argument in shown:
+        cells = []
+        for report in reports.values():
+            counts = report.get("arguments", {}).get(argument)
+            cells.append(f"{counts['wrong']} / {counts['checked']}" if counts else "-")
+        table.add_row(argument, *cells)
+    console.print(table)
 
 
 def _vllm_completions(

@@ -28,6 +28,7 @@ __all__ = [
     "GoldError",
     "RewardSpec",
     "Verdict",
+    "argument_checks",
     "get_reward_funcs",
     "make_gold",
     "score_completion",
@@ -359,6 +360,31 @@ def _diagnose(parsed: ParseResult, gold: Gold) -> tuple[float, list[str]]:
         total += credit[p][g]
         errors += _pair_errors(predicted[p], expected[g], params[expected[g].name])
     return total, errors
+
+
+def argument_checks(completion: Any, gold: Gold) -> list[tuple[str, bool]]:
+    """`("tool.argument", right)` for every argument of every gold call that the completion called the same tool for
+    (calls paired as in `tool_partial`): a diagnostic of which values a model gets wrong, not a reward. An argument
+    left out counts as wrong; gold calls with no call to their tool, and rows that call nothing, give no checks."""
+    parsed = parse_tool_calls(completion)
+    if not gold.calls or not parsed.calls:
+        return []
+    params = {call.name: _params_by_name(gold, call.name) for call in gold.calls}
+    credit = [[_pair_credit(p, g, params[g.name]) for g in gold.calls] for p in parsed.calls]
+    checks = []
+    for p, g in _best_pairs(credit):
+        predicted, expected = parsed.calls[p], gold.calls[g]
+        if predicted.name != expected.name:
+            continue
+        schemas = params[expected.name] or {}
+        checks += [
+            (
+                f"{expected.name}.{key}",
+                key in predicted.arguments and _json_equal(predicted.arguments[key], value, schemas.get(key)),
+            )
+            for key, value in expected.arguments.items()
+        ]
+    return checks
 
 
 # ---------------------------------------------------------------------------------------------------------------

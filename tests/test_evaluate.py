@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from grpo_tools.cli import main as cli
-from grpo_tools.evaluate import evaluate_model, pass_at_k
+from grpo_tools.evaluate import evaluate_model, pass_at_k, print_comparison
 from grpo_tools.prompts import gold_message
 from grpo_tools.scoring import score_files
 
@@ -66,6 +66,29 @@ def test_report_from_known_completions(eval_rows, tmp_path):
     assert saved == report
     predictions = read_json_lines(tmp_path / "known_predictions.jsonl")
     assert [p["id"] for p in predictions] == [row["id"] for row in eval_rows]
+
+
+def test_report_counts_wrong_values_by_argument(eval_rows, tmp_path, capsys):
+    rows = [row for row in eval_rows if len(row["answers"]) == 1][:6]
+    completions = [gold_text(row) for row in rows]
+    # The first row's first argument gets a value no gold call uses; every other value stays right.
+    call = rows[0]["answers"][0]
+    first = next(iter(call["arguments"]))
+    wrong_call = {"name": call["name"], "arguments": {**call["arguments"], first: "no such value"}}
+    completions[0] = f"<tool_call>\n{json.dumps(wrong_call)}\n</tool_call>"
+    report = evaluate_model(None, None, rows, tmp_path, completions=completions, label="args")
+    expected = {}
+    for row in rows:
+        for key in row["answers"][0]["arguments"]:
+            expected.setdefault(f"{row['answers'][0]['name']}.{key}", {"checked": 0, "wrong": 0})["checked"] += 1
+    expected[f"{call['name']}.{first}"]["wrong"] = 1
+    assert report["arguments"] == expected
+    assert next(iter(report["arguments"])) == f"{call['name']}.{first}"  # most often wrong first
+    print_comparison({"before": report, "after": report})
+    out = capsys.readouterr().out
+    assert "wrong values by argument" in out
+    checked = expected[f"{call['name']}.{first}"]["checked"]
+    assert f"{call['name']}.{first}" in out and f"1 / {checked}" in out
 
 
 def test_pass_at_k_report_from_known_samples(eval_rows, tmp_path):

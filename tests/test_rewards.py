@@ -12,6 +12,7 @@ from grpo_tools.rewards import (
     REWARDS,
     GoldError,
     Verdict,
+    argument_checks,
     get_reward_funcs,
     make_gold,
     score_completion,
@@ -398,3 +399,51 @@ def test_scorers_take_parse_results():
     parsed = ParseResult((ToolCall("get_weather", {"city": "Lyon", "unit": "celsius"}),))
     for spec in REWARDS.values():
         assert spec.scorer(parsed, gold) == Verdict(1.0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# argument_checks: which gold argument values a completion got wrong
+
+
+def checks(completion, answers, tools=TOOLS):
+    return sorted(argument_checks(completion, make_gold(tools, answers)))
+
+
+def test_argument_checks_name_each_gold_argument_of_a_call_to_the_right_tool():
+    wrong_unit = {"name": "get_weather", "arguments": {"city": "Lyon", "unit": "fahrenheit"}}
+    assert checks(hermes(wrong_unit), [LYON]) == [("get_weather.city", True), ("get_weather.unit", False)]
+    assert checks(hermes(LYON), [LYON]) == [("get_weather.city", True), ("get_weather.unit", True)]
+
+
+def test_argument_checks_pair_parallel_calls_in_any_order():
+    rome = {"name": "get_weather", "arguments": {"city": "Rome", "unit": "celsius"}}
+    # PARIS is called as Rome: the Lyon call pairs with the gold Lyon call wherever it stands.
+    assert checks(hermes(rome, LYON), [LYON, PARIS]) == [
+        ("get_weather.city", False),
+        ("get_weather.city", True),
+        ("get_weather.unit", True),
+        ("get_weather.unit", True),
+    ]
+
+
+def test_argument_checks_count_a_left_out_argument_as_wrong_and_follow_the_number_rule():
+    assert checks(hermes({"name": "get_weather", "arguments": {"city": "Lyon"}}), [LYON]) == [
+        ("get_weather.city", True),
+        ("get_weather.unit", False),
+    ]
+    located = {"name": "get_weather", "arguments": {"city": "Lyon", "lat": 45}}
+    as_float = {"name": "get_weather", "arguments": {"city": "Lyon", "lat": 45.0}}
+    assert checks(hermes(as_float), [located]) == [("get_weather.city", True), ("get_weather.lat", True)]
+
+
+@pytest.mark.parametrize(
+    ("completion", "answers"),
+    [
+        (hermes({"name": "set_timer", "arguments": {"minutes": 5}}), [LYON]),  # wrong tool: nothing to compare
+        ("It will be sunny.", [LYON]),  # no call
+        ("<tool_call>{oops</tool_call>", [LYON]),  # nothing parsed
+        (hermes(LYON), []),  # irrelevance row
+    ],
+)
+def test_argument_checks_are_empty_without_a_call_to_a_gold_tool(completion, answers):
+    assert checks(completion, answers) == []
