@@ -345,6 +345,16 @@ def _params_by_name(gold: Gold, name: str) -> dict[str, dict[str, Any]] | None:
     return signature.params if signature else None
 
 
+def _pairing(
+    parsed: ParseResult, gold: Gold
+) -> tuple[dict[str, dict[str, dict[str, Any]] | None], list[list[float]], list[tuple[int, int]]]:
+    """The parameter schemas of each gold tool, the credit of every (predicted, gold) pair, and the pairs of the
+    maximum-total-credit assignment."""
+    params = {call.name: _params_by_name(gold, call.name) for call in gold.calls}
+    credit = [[_pair_credit(p, g, params[g.name]) for g in gold.calls] for p in parsed.calls]
+    return params, credit, _best_pairs(credit)
+
+
 def _diagnose(parsed: ParseResult, gold: Gold) -> tuple[float, list[str]]:
     """Total pair credit of the best pairing, and the error kinds of every imperfect pair or unpaired call."""
     errors = ["parse_error"] * len(parsed.errors)
@@ -353,10 +363,9 @@ def _diagnose(parsed: ParseResult, gold: Gold) -> tuple[float, list[str]]:
         errors.append("wrong_count")
     if not predicted:
         return 0.0, errors
-    params = {call.name: _params_by_name(gold, call.name) for call in expected}
-    credit = [[_pair_credit(p, g, params[g.name]) for g in expected] for p in predicted]
+    params, credit, pairs = _pairing(parsed, gold)
     total = 0.0
-    for p, g in _best_pairs(credit):
+    for p, g in pairs:
         total += credit[p][g]
         errors += _pair_errors(predicted[p], expected[g], params[expected[g].name])
     return total, errors
@@ -369,10 +378,9 @@ def argument_checks(completion: Any, gold: Gold) -> list[tuple[str, bool]]:
     parsed = parse_tool_calls(completion)
     if not gold.calls or not parsed.calls:
         return []
-    params = {call.name: _params_by_name(gold, call.name) for call in gold.calls}
-    credit = [[_pair_credit(p, g, params[g.name]) for g in gold.calls] for p in parsed.calls]
+    params, _, pairs = _pairing(parsed, gold)
     checks = []
-    for p, g in _best_pairs(credit):
+    for p, g in pairs:
         predicted, expected = parsed.calls[p], gold.calls[g]
         if predicted.name != expected.name:
             continue
