@@ -94,27 +94,32 @@ def generate_completions(
     return completions
 
 
-def _reward_means(rows: list[dict[str, Any]], completions: list[str]) -> dict[str, float]:
-    """The mean of every registered reward over the rows, so a report shows format and schema progress as well."""
-    from grpo_tools.rewards import REWARDS, make_gold, score_completion
+def _golds(rows: list[dict[str, Any]]) -> list[Any]:
+    """Each row's gold calls and tools, prepared once for every summary of an evaluation."""
+    from grpo_tools.rewards import make_gold
 
-    golds = [make_gold(row["tools"], row["answers"], row.get("possible_answers"), str(row["id"])) for row in rows]
+    return [make_gold(row["tools"], row["answers"], row.get("possible_answers"), str(row["id"])) for row in rows]
+
+
+def _reward_means(golds: list[Any], completions: list[str]) -> dict[str, float]:
+    """The mean of every registered reward over the rows, so a report shows format and schema progress as well."""
+    from grpo_tools.rewards import REWARDS, score_completion
+
     return {
         name: sum(score_completion(name, text, gold).score for text, gold in zip(completions, golds, strict=True))
-        / len(rows)
+        / len(golds)
         for name in REWARDS
     }
 
 
-def _argument_summary(rows: list[dict[str, Any]], completions: list[str]) -> dict[str, dict[str, int]]:
+def _argument_summary(golds: list[Any], completions: list[str]) -> dict[str, dict[str, int]]:
     """For every `tool.argument` of the gold calls: how often a call to the right tool carried it (`checked`), and
     how often its value was wrong or left out (`wrong`); most often wrong first."""
-    from grpo_tools.rewards import argument_checks, make_gold
+    from grpo_tools.rewards import argument_checks
 
     checked: dict[str, int] = {}
     wrong: dict[str, int] = {}
-    for row, text in zip(rows, completions, strict=True):
-        gold = make_gold(row["tools"], row["answers"], row.get("possible_answers"), str(row["id"]))
+    for gold, text in zip(golds, completions, strict=True):
         for argument, right in argument_checks(text, gold):
             checked[argument] = checked.get(argument, 0) + 1
             wrong[argument] = wrong.get(argument, 0) + (not right)
@@ -123,19 +128,18 @@ def _argument_summary(rows: list[dict[str, Any]], completions: list[str]) -> dic
 
 
 def _sampling_summary(
-    rows: list[dict[str, Any]], samples: list[list[str]], scorer: str, temperature: float
+    rows: list[dict[str, Any]], golds: list[Any], samples: list[list[str]], scorer: str, temperature: float
 ) -> dict[str, Any]:
     """pass@k overall and per category from `num_samples` completions per row (k = 1 and the powers of 2 up to n)."""
     from grpo_tools.data import derive_category
-    from grpo_tools.rewards import make_gold, score_completion
+    from grpo_tools.rewards import score_completion
     from grpo_tools.scoring import SCORERS
 
     num_samples = len(samples[0])
     ks = sorted({1, num_samples, *(2**i for i in range(num_samples.bit_length()) if 2**i <= num_samples)})
     totals: dict[str, dict[int, float]] = {}
     counts: dict[str, int] = {}
-    for row, row_samples in zip(rows, samples, strict=True):
-        gold = make_gold(row["tools"], row["answers"], row.get("possible_answers"), str(row["id"]))
+    for row, gold, row_samples in zip(rows, golds, samples, strict=True):
         correct = sum(score_completion(SCORERS[scorer], text, gold).score >= 1.0 for text in row_samples)
         for category in ("all", row.get("category") or derive_category(gold.calls, gold.tool_list)):
             counts[category] = counts.get(category, 0) + 1
@@ -202,8 +206,9 @@ def evaluate_model(
         encoding="utf-8",
     )
     report, _ = score_files(data_path, predictions_path, scorer, workers=1, progress=False)
-    report["rewards"] = _reward_means(rows, [texts[0] for texts in samples])
-    report["arguments"] = _argument_summary(rows, [texts[0] for texts in samples])
+    golds = _golds(rows)
+    report["rewards"] = _reward_means(golds, [texts[0] for texts in samples])
+    report["arguments"] = _argument_summary(golds, [texts[0] for texts in samples])
     if num_samples > 1:
         (output_dir / f"{label}_samples.jsonl").write_text(
             "".join(
@@ -213,7 +218,7 @@ def evaluate_model(
             ),
             encoding="utf-8",
         )
-        report["sampling"] = _sampling_summary(rows, samples, scorer, temperature)
+        report["sampling"] = _sampling_summary(rows, golds, samples, scorer, temperature)
     (output_dir / f"{label}_report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
 
