@@ -101,10 +101,13 @@ def write_run_info(
     multi_turn: bool = False,
 ) -> None:
     """Record what trained this run in `output_dir`: `run_info.json` (command, base model, data, rewards, KL and LoRA
-    settings, and for `multi_turn` runs the outcome weight, extra-call cost and tool limits) and a copy of the recipe
-    as `recipe.yaml`. `grpo-tools push` builds the model card from them."""
+    settings, for `multi_turn` runs the outcome weight, extra-call cost and tool limits, and the `provenance.json` of
+    a locally converted base) and a copy of the recipe as `recipe.yaml`. `grpo-tools push` builds the model card from
+    them."""
     import shlex
     import shutil
+
+    from grpo_tools.provenance import provenance_record
 
     config = None
     if argv:
@@ -149,6 +152,7 @@ def write_run_info(
         if multi_turn
         else None,
     }
+    info["base_provenance"] = provenance_record(model_args.model_name_or_path)  # a locally converted base
     Path(output_dir).mkdir(parents=True, exist_ok=True)
     Path(output_dir, "run_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     if config and os.path.isfile(config):

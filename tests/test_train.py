@@ -1,13 +1,16 @@
 """Tests for `grpo-tools train` as a user runs it: a run killed with SIGKILL resumes from its last checkpoint with the
 same step count and KL coefficient and leaves an adapter plain peft can load; two CPU processes (torchrun) feed
-their controllers the same KL; and bad recipes or data get one clear message and exit 2."""
+their controllers the same KL; bad recipes or data get one clear message and exit 2; and `run_info.json` records the
+`provenance.json` of a locally converted base."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import ClassVar
 
@@ -186,3 +189,26 @@ def test_a_recipe_that_pushes_publishes_the_run_with_its_card_once(tiny_model_di
     info = json.loads((output_dir / "run_info.json").read_text())
     assert info["command"] == f"grpo-tools train --config {recipe}"
     assert info["base_model"] == tiny_model_dir and info["reward_funcs"] == ["tool_format", "tool_partial"]
+
+
+@pytest.mark.parametrize("converted", [True, False])
+def test_run_info_records_the_provenance_of_a_converted_base(tiny_model_dir, small_data, tmp_path, converted):
+    from trl import TrlParser
+
+    from grpo_tools.configs import ModelConfig, ToolGRPOConfig, ToolScriptArguments
+    from grpo_tools.provenance import Provenance, write_provenance
+    from grpo_tools.train import write_run_info
+
+    base = shutil.copytree(tiny_model_dir, tmp_path / "base")
+    provenance = Provenance("HuggingFaceTB/SmolLM2-135M-Instruct", "dequantized", "apache-2.0", "python -m x")
+    if converted:
+        write_provenance(base, provenance)
+    recipe = write_recipe(tmp_path / "r.yaml", str(base), small_data["train"], tmp_path / "run")
+    parser = TrlParser((ToolScriptArguments, ToolGRPOConfig, ModelConfig))
+    script_args, training_args, model_args = parser.parse_args_and_config(args=["--config", recipe])
+
+    write_run_info(training_args.output_dir, script_args, training_args, model_args, ["--config", recipe])
+
+    info = json.loads((tmp_path / "run" / "run_info.json").read_text())
+    assert info["base_model"] == str(base)
+    assert info["base_provenance"] == (asdict(provenance) if converted else None)
