@@ -1,8 +1,9 @@
 """The model card `grpo-tools push` publishes: what a staged run records, written out for the Hub.
 
 `model_card(run)` builds it from a `StagedRun` (what staging found in the run folder: `run_info.json`, the eval
-reports, the plots, whether the tokenizer or a merged model was uploaded). Only what the run folder records is stated;
-what it does not record is called unknown, never guessed. `redact` removes access tokens from anything recorded.
+reports, the plots, whether the tokenizer or a merged model was uploaded, the provenance of a locally converted base, the
+Hub model `push --base-model` names). Only what the run folder records is stated, and what the user names is said to
+be theirs; what neither says is called unknown, never guessed. `redact` removes access tokens from anything recorded.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from huggingface_hub import ModelCard, ModelCardData
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
+from grpo_tools.provenance import Provenance
+
 
 __all__ = [
     "REPORT_PAIRS",
     "TAGS",
     "StagedRun",
     "base_unpublished",
+    "hub_base",
     "looks_like_hub_id",
     "model_card",
     "original_base",
@@ -59,6 +63,8 @@ class StagedRun:
     tokenizer_uploaded: bool = False
     base_on_hub: bool | None = None  # None: unknown (offline, or not looked up)
     base_inside_run: bool = False  # the adapter's base is a folder of the run itself (the warm-started model)
+    base_provenance: Provenance | None = None  # how the local base was made from a Hub model (its provenance.json)
+    named_base: str | None = None  # the Hub model the local base was made from, as `push --base-model` names it
 
 
 def looks_like_hub_id(name: str | None, *, data: bool = False) -> bool:
@@ -99,6 +105,47 @@ def original_base(run: StagedRun) -> str | None:
     """The model training started from: run_info's (before any warm start), else the adapter's base."""
     recorded = (run.run_info or {}).get("base_model")
     return recorded or run.adapter_config.get("base_model_name_or_path")
+
+
+def hub_base(run: StagedRun) -> str | None:
+    """The Hub model a local base was made from (`--base-model`, else its provenance), or None when nothing names one
+    or the base is that model itself."""
+    named = run.named_base or (run.base_provenance.base_model if run.base_provenance else None)
+    return None if named == original_base(run) else named
+
+
+def _hub_link(name: str) -> str:
+    return f"[{name}](https://huggingface.co/{name})"
+
+
+def _weights_note(run: StagedRun, base: str | None, named: str) -> list[str]:
+    """How the local base relates to the Hub model the card names: as its provenance records, or as the user says."""
+    link = _hub_link(named)
+    start = "**Base weights:** training started from " + (
+        f"the local folder `{base}`" if base else "a base model the run did not record"
+    )
+    provenance = run.base_provenance
+    if provenance is None:
+        text = (
+            f"{start}, which the publisher names as made from {link} (`grpo-tools push --base-model`). How it was made "
+            "is not recorded: its weights may differ from those on the Hub"
+        )
+        if not run.merged:
+            text += ", and then this adapter on the Hub's model does not give exactly the results below"
+        return [text + ".", ""]
+    text = (
+        f"{start}, a copy of {link} whose weights were {provenance.weights} (made by `{provenance.converted_by}`; "
+        f"license {provenance.license}). They are not bit-identical to the weights of {named} on the Hub"
+    )
+    if run.merged:
+        text += ", and this model was built from them: close to, not exactly, the same adapter on the Hub's model."
+    else:
+        text += (
+            ": loaded onto the Hub's model, this adapter gives a close but not identical model, and the results below "
+            "were measured on the local copy. To reproduce them exactly, make the same copy "
+            f"(`{provenance.converted_by}`) and load the adapter onto it."
+        )
+    return [text, ""]
 
 
 def _accuracy(value: float | None) -> str:
@@ -163,14 +210,17 @@ def _evaluation_section(run: StagedRun) -> list[str]:
     return lines
 
 
-def _training_section(run: StagedRun, base: str | None) -> list[str]:
+def _training_section(run: StagedRun, base: str | None, named: str | None) -> list[str]:
     lines = ["## Training", ""]
     info = run.run_info
     if info is None:
         unknown = "No `run_info.json` was found with this adapter: the data, rewards and settings that trained it are"
         lines += [unknown + " unknown.", ""]
         return lines
-    rows: list[tuple[str, str]] = [("Base model", f"`{base}`" if base else "unknown")]
+    base_cell = f"`{base}`" if base else "unknown"
+    if named:
+        base_cell = (f"`{base}`, made from " if base else "") + _hub_link(named)
+    rows: list[tuple[str, str]] = [("Base model", base_cell)]
     epochs = info.get("warm_start_epochs")
     if epochs:
         rows.append(("Warm start", f"{epochs:g} epochs of supervised fine-tuning on the gold calls, then GRPO"))
@@ -283,22 +333,23 @@ def model_card(run: StagedRun) -> ModelCard:
     info = run.run_info or {}
     adapter_base = run.adapter_config.get("base_model_name_or_path")
     base = original_base(run)
-    on_hub = run.base_on_hub if run.base_on_hub is not None else looks_like_hub_id(base)
+    named = hub_base(run)
+    card_base = named or base  # a local base is named by the Hub model it was made from, when that is known
+    # base_on_hub: what staging learned looking `card_base` up; a model the provenance or the user names is trusted
+    on_hub = run.base_on_hub if run.base_on_hub is not None else bool(named) or looks_like_hub_id(base)
     datasets = [name for name in (info.get("dataset"),) if looks_like_hub_id(name, data=True)]
     data = ModelCardData(
-        base_model=base if on_hub else None,
+        base_model=card_base if on_hub else None,
         library_name="transformers" if run.merged else "peft",
         tags=list(TAGS),
         datasets=datasets or None,
         pipeline_tag="text-generation",
     )
     name = run.repo_id.split("/")[-1]
-    base_link = (
-        f"[{base}](https://huggingface.co/{base})" if on_hub else (f"`{base}`" if base else "an unknown base model")
-    )
+    base_link = _hub_link(card_base) if on_hub else (f"`{card_base}`" if card_base else "an unknown base model")
     how = "fine-tuned for tool calling with GRPO (Group Relative Policy Optimization) using `grpo-tools`"
     if run.merged:
-        subject = base_link if base else "A model (base unknown)"
+        subject = base_link if card_base else "A model (base unknown)"
         intro = (
             f"{subject} {how}, with its LoRA adapter merged into the weights: a full model that loads without PEFT."
         )
@@ -309,7 +360,7 @@ def model_card(run: StagedRun) -> ModelCard:
         if _same_model(base, adapter_base):
             what = "a folder of the training run, the model after its warm start"
         elif info.get("warm_start_epochs"):
-            what = f"the warm-started copy of {base_link}"
+            what = f"the warm-started copy of {f'`{base}`' if named else base_link}"
         else:
             what = "not the base model the run recorded"
         if run.merged:
@@ -321,10 +372,12 @@ def model_card(run: StagedRun) -> ModelCard:
                 " publishes a self-contained model instead.",
                 "",
             ]
+    if named:
+        lines += _weights_note(run, base, named)
     if not run.merged and not run.tokenizer_uploaded:
         lines += ["The tokenizer is the base model's, unchanged.", ""]
-    lines += _usage_section(run, base, on_hub, adapter_base)
+    lines += _usage_section(run, card_base, on_hub, adapter_base)
     lines += _evaluation_section(run)
-    lines += _training_section(run, base)
+    lines += _training_section(run, base, named)
     body = "\n".join(lines).rstrip() + "\n"
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}")

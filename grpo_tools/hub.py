@@ -39,11 +39,13 @@ from grpo_tools.card import (
     REPORT_PAIRS,
     StagedRun,
     base_unpublished,
+    hub_base,
     looks_like_hub_id,
     model_card,
     original_base,
     redact,
 )
+from grpo_tools.provenance import Provenance, ProvenanceError, read_provenance
 
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "TOKENIZER_FILES",
     "HubError",
     "PushResult",
+    "check_base_model",
     "main",
     "push_run",
     "stage_run",
@@ -138,6 +141,15 @@ def check_repo_id(repo_id: str) -> None:
         raise HubError(f"repo id {repo_id!r}: {error}") from None
 
 
+def check_base_model(name: str) -> None:
+    """Refuse a `--base-model` that is not a Hub model id: the card's metadata names it, and the Hub refuses a path."""
+    example = "e.g. HuggingFaceTB/SmolLM2-135M-Instruct"
+    if os.path.exists(name):
+        raise HubError(f"--base-model {name!r}: a local path; name the Hub model that folder was made from, {example}")
+    if not looks_like_hub_id(name):
+        raise HubError(f"--base-model {name!r}: not a Hub model id; expected owner/name, {example}")
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
@@ -160,6 +172,19 @@ def _read_report(path: Path) -> dict[str, Any]:
 
 def _inside(path: str, folder: Path) -> bool:
     return os.path.isdir(path) and Path(path).resolve().is_relative_to(folder.resolve())
+
+
+def _base_provenance(run: StagedRun, base: str | None, sources: list[Path]) -> Provenance | None:
+    """How the run's local base was made: as `run_info.json` recorded it when training, else as the `provenance.json`
+    of the base folder, when that folder is on this machine."""
+    recorded = (run.run_info or {}).get("base_provenance")
+    try:
+        if recorded is not None:
+            source = next(folder for folder in reversed(sources) if (folder / "run_info.json").is_file())
+            return Provenance.from_dict(recorded, f"{source / 'run_info.json'}: base_provenance")
+        return read_provenance(base) if base and os.path.isdir(base) else None
+    except ProvenanceError as error:
+        raise HubError(str(error)) from None
 
 
 def _base_folder(name: str) -> tuple[Path | None, bool | None]:
@@ -321,11 +346,12 @@ def stage_run(
     *,
     merge: bool = False,
     eval_dir: str | os.PathLike[str] | None = None,
+    base_model: str | None = None,
 ) -> list[str]:
     """Write into the empty `staging_dir` exactly what a push of this run uploads; return the repo paths, sorted.
 
-    `repo_id` only names the repo in the model card. Raises `HubError` for a folder, report or base model that
-    cannot be used.
+    `repo_id` only names the repo in the model card; `base_model` names the Hub model a local base was made from,
+    over its recorded provenance. Raises `HubError` for a folder, report, provenance or base model that cannot be used.
     """
     adapter_dir, staging = Path(adapter_dir), Path(staging_dir)
     adapter_config = check_adapter(adapter_dir)
@@ -348,6 +374,18 @@ def stage_run(
         for name in ADAPTER_FILES:
             shutil.copyfile(adapter_dir / name, staging / name)
     base = original_base(run)
+    run.base_provenance = _base_provenance(run, base, sources)
+    if base_model:
+        if run.base_provenance and run.base_provenance.base_model != base_model:
+            logger.warning(
+                "--base-model %s replaces %s, the model the base's provenance records: the card names %s and does not"
+                " say how the weights were made",
+                base_model,
+                run.base_provenance.base_model,
+                base_model,
+            )
+            run.base_provenance = None
+        run.named_base = base_model
     run.base_inside_run = bool(adapter_base) and _inside(adapter_base, adapter_dir)
     if not merge and base_unpublished(run):
         logger.warning(
@@ -355,7 +393,10 @@ def stage_run(
             "push with --merge to publish a self-contained model",
             adapter_base,
         )
-    _stage_tokenizer(adapter_dir, staging, run, base)
+    named = hub_base(run)
+    _stage_tokenizer(adapter_dir, staging, run, named or base)  # users are sent to the Hub model, when one is named
+    if named and run.base_on_hub is False:
+        raise HubError(f"{named}: not a model on the Hub (or not one this account can see); check the base model's id")
     model_card(run).save(staging / "README.md")
     files = sorted(str(path.relative_to(staging)) for path in staging.rglob("*") if path.is_file())
     staged_names = {Path(name).name for name in files}
@@ -429,16 +470,20 @@ def push_run(
     eval_dir: str | os.PathLike[str] | None = None,
     commit_message: str | None = None,
     token: str | None = None,
+    base_model: str | None = None,
 ) -> PushResult:
     """Publish a training run's adapter (or, with `merge`, the merged model) with its model card, in one commit.
 
     `adapter_dir` is the output_dir of `grpo-tools train`; `eval_dir` adds the reports and plots of `grpo-tools
-    eval`. With `dry_run_dir` the staged files are written there and nothing is uploaded. `token` defaults to the
-    saved login or HF_TOKEN; it is never logged or written. Raises `HubError`, before any upload, for unusable
-    input; Hub failures propagate as huggingface_hub's errors.
+    eval`; `base_model` names the Hub model a local base folder was made from. With `dry_run_dir` the staged files are
+    written there and nothing is uploaded. `token` defaults to the saved login or HF_TOKEN; it is never logged or
+    written. Raises `HubError`, before any upload, for unusable input; Hub failures propagate as huggingface_hub's
+    errors.
     """
     check_adapter(adapter_dir)
     check_repo_id(repo_id)
+    if base_model is not None:
+        check_base_model(base_model)
     secret = token or get_token()
     if dry_run_dir is None and not secret:
         raise HubError(
@@ -454,7 +499,7 @@ def push_run(
         staging_root = Path(tempfile.mkdtemp(prefix="grpo-tools-push-"))
     try:
         staging = staging_root / "repo"
-        files = stage_run(adapter_dir, staging, repo_id, merge=merge, eval_dir=eval_dir)
+        files = stage_run(adapter_dir, staging, repo_id, merge=merge, eval_dir=eval_dir, base_model=base_model)
         if secret:
             _scan_for_token(staging, secret)
         if dry_run_dir is not None:
@@ -487,6 +532,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--eval-dir", metavar="DIR", help="also publish the reports and plots of `grpo-tools eval --output-dir DIR`"
     )
+    parser.add_argument(
+        "--base-model",
+        metavar="ID",
+        help="the Hub model a local base folder was made from, named as the card's base_model (over its provenance)",
+    )
     parser.add_argument("--commit-message", help="the commit's message (default: names the kind and the accuracy)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -501,6 +551,7 @@ def main(argv: list[str]) -> int:
             dry_run_dir=args.dry_run,
             eval_dir=args.eval_dir,
             commit_message=args.commit_message,
+            base_model=args.base_model,
         )
     except HubError as error:
         print(f"grpo-tools push: {error}", file=sys.stderr)

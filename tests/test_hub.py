@@ -3,14 +3,16 @@
 Covers the exact file set of a dry run (no checkpoints, warm-start model, optimizer states or eval rows), the model
 card's front matter read back with `ModelCard.load` and its before/after table checked against the reports, the
 tokenizer rule (same as the base model: left out; changed: uploaded; base not reachable: uploaded), `--merge` (the
-merged model's logits equal base + adapter), every refusal through `main` (exit 2, one message naming the problem,
-nothing uploaded), and a real push against a stand-in `HfApi`: repo, branch and exactly one commit, with the access
+merged model's logits equal base + adapter), a locally converted base (the card names the Hub model its provenance
+records and says the weights are not the Hub's) and `--base-model` for any other local base, every refusal through
+`main` (exit 2, one message naming the problem, nothing uploaded), and a real push against a stand-in `HfApi`: repo, branch and exactly one commit, with the access
 token nowhere in the published files, the output or the logs. Nothing reaches the Hub.
 """
 
 import json
 import logging
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 from typing import ClassVar
 
@@ -19,6 +21,7 @@ import torch
 from huggingface_hub import ModelCard
 
 from grpo_tools import hub
+from grpo_tools.provenance import PROVENANCE_FILE, write_provenance
 
 
 TOKEN = "hf_FakeTokenForTestsOnly0123456789abcdef"
@@ -300,6 +303,124 @@ def test_merge_stages_a_full_model_equal_to_base_plus_adapter(adapter_template, 
     assert not torch.allclose(merged, plain, atol=1e-3)  # the adapter does change the model
 
 
+@pytest.fixture
+def converted_base(tiny_model_dir, tmp_path, smollm2_provenance):
+    """A local model folder with the `provenance.json` a conversion writes (the tiny model stands in for SmolLM2)."""
+    folder = Path(shutil.copytree(tiny_model_dir, tmp_path / "smollm2-135m"))
+    write_provenance(folder, smollm2_provenance)
+    return folder
+
+
+@pytest.mark.parametrize("recorded_by", ["run_info", "base_folder"])
+def test_card_names_the_hub_model_a_converted_base_was_made_from(
+    adapter_template, converted_base, tmp_path, recorded_by, smollm2_provenance
+):
+    # As `grpo-tools train` records it, or (a run that recorded nothing) as the base folder's own provenance.json.
+    recorded = {"base_provenance": asdict(smollm2_provenance)} if recorded_by == "run_info" else {}
+    run = make_run(tmp_path / "run", adapter_template, base=str(converted_base), run_info=recorded)
+    if recorded_by == "run_info":
+        shutil.rmtree(converted_base)  # pushed from where the base folder is not: only run_info.json knows
+
+    result = hub.push_run(run, "me/smol-tools", dry_run_dir=tmp_path / "out")
+
+    card = ModelCard.load(result.folder / "README.md")
+    assert card.data.base_model == smollm2_provenance.base_model
+    intro = card.text.split("## Usage")[0]
+    assert (
+        f"A LoRA adapter for [{smollm2_provenance.base_model}](https://huggingface.co/{smollm2_provenance.base_model})"
+        in intro
+    )
+    assert f"the local folder `{converted_base}`" in intro
+    assert f"whose weights were {smollm2_provenance.weights}" in intro
+    assert f"not bit-identical to the weights of {smollm2_provenance.base_model} on the Hub" in intro
+    assert "close but not identical model" in intro
+    assert smollm2_provenance.converted_by in intro
+    # The loading code fetches the Hub model; the run's tokenizer (with its tool template) travels with the adapter,
+    # since it cannot be compared with the Hub model's here.
+    assert f'AutoModelForCausalLM.from_pretrained("{smollm2_provenance.base_model}"' in card.text
+    assert set(result.files) >= TOKENIZER_FILES
+    assert f"`{converted_base}`, made from [{smollm2_provenance.base_model}]" in table_row(card.text, "Base model")[1]
+
+
+def test_base_model_names_the_hub_model_of_a_local_base(adapter_template, tiny_model_dir, tmp_path, capsys):
+    run = make_run(tmp_path / "run", adapter_template, base=tiny_model_dir)
+    named = "example-org/tiny-origin"
+    args = ["--adapter", str(run), "--repo-id", "me/tiny-tools"]
+
+    assert hub.main([*args, "--dry-run", str(tmp_path / "plain")]) == 0
+    assert hub.main([*args, "--dry-run", str(tmp_path / "named"), "--base-model", named]) == 0
+
+    plain = ModelCard.load(tmp_path / "plain" / "README.md")
+    assert plain.data.base_model is None  # a local path cannot go in the metadata, and nothing names a Hub model
+    card = ModelCard.load(tmp_path / "named" / "README.md")
+    assert card.data.base_model == named
+    assert f"A LoRA adapter for [{named}](https://huggingface.co/{named})" in card.text
+    # Only the user says so: the card does not claim the weights are the Hub model's.
+    assert f"the local folder `{tiny_model_dir}`, which the publisher names as made from [{named}]" in card.text
+    assert "its weights may differ from those on the Hub" in card.text
+    assert "bit-identical" not in card.text
+
+
+def test_base_model_overrides_the_recorded_provenance(
+    adapter_template, converted_base, tmp_path, caplog, smollm2_provenance
+):
+    run = make_run(tmp_path / "run", adapter_template, base=str(converted_base))
+
+    result = hub.push_run(run, "me/smol-tools", dry_run_dir=tmp_path / "out", base_model="example-org/other")
+
+    card = ModelCard.load(result.folder / "README.md")
+    assert card.data.base_model == "example-org/other"
+    assert (
+        smollm2_provenance.base_model not in card.text and smollm2_provenance.weights not in card.text
+    )  # that record is not about it
+    assert any(
+        record.levelno == logging.WARNING and "--base-model" in record.getMessage() for record in caplog.records
+    )
+
+
+def test_warm_started_adapter_on_a_converted_base_names_each_step(
+    adapter_template, converted_base, tmp_path, smollm2_provenance
+):
+    run = make_run(
+        tmp_path / "run", adapter_template, run_info={"base_model": str(converted_base), "warm_start_epochs": 2}
+    )
+    warmup = shutil.copytree(converted_base, run / "warmup", dirs_exist_ok=True)
+    (warmup / PROVENANCE_FILE).unlink()  # the warm start saves a model, not the conversion's record
+    config = json.loads((run / "adapter_config.json").read_text())
+    (run / "adapter_config.json").write_text(json.dumps({**config, "base_model_name_or_path": str(warmup)}))
+
+    result = hub.push_run(run, "me/warm-smol", dry_run_dir=tmp_path / "out")
+
+    card = ModelCard.load(result.folder / "README.md")
+    assert card.data.base_model == smollm2_provenance.base_model
+    # adapter -> warm-started folder (not published) -> local dequantized copy -> the Hub model
+    assert f"trained on top of `{warmup}` (the warm-started copy of `{converted_base}`)" in card.text
+    assert f"the local folder `{converted_base}`, a copy of [{smollm2_provenance.base_model}]" in card.text
+    assert "--merge" in card.text
+
+
+def malformed_provenance(run: Path) -> None:
+    base = Path(json.loads((run / "adapter_config.json").read_text())["base_model_name_or_path"])
+    (base / PROVENANCE_FILE).write_text(json.dumps({"base_model": "HuggingFaceTB/SmolLM2-135M-Instruct"}))
+
+
+def malformed_recorded_provenance(run: Path) -> None:
+    info = json.loads((run / "run_info.json").read_text())
+    (run / "run_info.json").write_text(
+        json.dumps(
+            {
+                **info,
+                "base_provenance": {
+                    "base_model": "example-org/origin",
+                    "weights": None,
+                    "license": "mit",
+                    "converted_by": "a script",
+                },
+            }
+        )
+    )
+
+
 def corrupt_safetensors(run: Path) -> None:
     (run / "adapter_model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00not a header")
 
@@ -322,10 +443,16 @@ def bad_report(run: Path) -> None:
         (None, ["--real"], "no Hugging Face token"),
         (lambda run: (run.parent / "out" / "old").mkdir(parents=True), [], "out: already exists"),
         (None, ["--eval-dir", "{tmp}/no-evals"], "no-evals: no such folder"),
+        (None, ["--base-model", "not a model!"], "--base-model 'not a model!': not a Hub model id"),
+        (None, ["--base-model", "org/too/deep"], "--base-model 'org/too/deep': not a Hub model id"),
+        (None, ["--base-model", "{tmp}/run"], "run': a local path; name the Hub model that folder was made from"),
+        (malformed_provenance, [], f"{PROVENANCE_FILE}: missing field 'weights', missing field 'license'"),
+        (malformed_recorded_provenance, [], "run_info.json: base_provenance: field 'weights' must be a non-empty"),
     ],
 )
-def test_refusals_exit_2_with_one_message(adapter_template, tmp_path, capsys, breakage, args, message):
-    run = make_run(tmp_path / "run", adapter_template)
+def test_refusals_exit_2_with_one_message(adapter_template, tiny_model_dir, tmp_path, capsys, breakage, args, message):
+    # The base is a copy of the tiny model, so that a breakage may write into it.
+    run = make_run(tmp_path / "run", adapter_template, base=str(shutil.copytree(tiny_model_dir, tmp_path / "base")))
     if breakage is not None:
         breakage(run)
     options = {"--adapter": str(run), "--repo-id": "me/tool-grpo", "--dry-run": str(tmp_path / "out")}
