@@ -361,6 +361,26 @@ def test_base_model_names_the_hub_model_of_a_local_base(adapter_template, tiny_m
     assert "bit-identical" not in card.text
 
 
+def test_a_base_model_the_hub_does_not_have_is_refused(
+    adapter_template, tiny_model_dir, tmp_path, monkeypatch, capsys
+):
+    looked_up = []
+
+    def hub_without_it(name):  # what staging learns online when the Hub answers 404 for the model
+        looked_up.append(name)
+        return None, False
+
+    monkeypatch.setattr(hub, "_base_folder", hub_without_it)
+    run = make_run(tmp_path / "run", adapter_template, base=tiny_model_dir)
+    args = ["--adapter", str(run), "--repo-id", "me/tiny-tools", "--dry-run", str(tmp_path / "out")]
+
+    assert hub.main([*args, "--base-model", "example-org/typo"]) == 2
+
+    assert looked_up == ["example-org/typo"]  # the tokenizer is compared with the Hub model users are sent to
+    assert "grpo-tools push: example-org/typo: not a model on the Hub" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_base_model_overrides_the_recorded_provenance(
     adapter_template, converted_base, tmp_path, caplog, smollm2_provenance
 ):
