@@ -366,13 +366,8 @@ def stage_run(
             sources.append(eval_path)
     run = StagedRun(repo_id, adapter_config, merge)
     staging.mkdir(parents=True, exist_ok=True)
-    _copy_extras(sources, staging, run)  # first: the card's base model comes from run_info
+    _copy_extras(sources, staging, run)  # first: the base model and its provenance come from run_info
     adapter_base = adapter_config.get("base_model_name_or_path")
-    if merge:
-        _stage_merged(adapter_dir, staging, adapter_base)
-    else:
-        for name in ADAPTER_FILES:
-            shutil.copyfile(adapter_dir / name, staging / name)
     base = original_base(run)
     run.base_provenance = _base_provenance(run, base, sources)
     if base_model:
@@ -386,6 +381,11 @@ def stage_run(
             )
             run.base_provenance = None
         run.named_base = base_model
+    if merge:
+        _stage_merged(adapter_dir, staging, adapter_base)
+    else:
+        for name in ADAPTER_FILES:
+            shutil.copyfile(adapter_dir / name, staging / name)
     run.base_inside_run = bool(adapter_base) and _inside(adapter_base, adapter_dir)
     if not merge and base_unpublished(run):
         logger.warning(
