@@ -460,8 +460,10 @@ def _strip_reasoning(text: str) -> str:
 
 def _detect(text: str) -> str | None:
     """Pick the format a text is written in from its markers; None when it makes no call attempt."""
-    if _OPEN in text:
-        return "hermes"
+    start = text.find(_OPEN)
+    if start >= 0:
+        # Qwen3-Coder wraps its XML calls in <tool_call>; their values need the tool schema, as bare ones do.
+        return "qwen3_coder" if text.startswith("<function=", _skip_whitespace(text, start + len(_OPEN))) else "hermes"
     if "<function=" in text:
         return "qwen3_coder"
     if "[TOOL_CALLS]" in text:

@@ -286,12 +286,22 @@ def test_tool_bfcl(completion, answers, possible, expected):
     assert score("tool_bfcl", completion, answers, possible) == expected
 
 
-def test_tool_bfcl_pairing_finds_a_perfect_matching_that_greedy_misses():
-    # The first prediction fits both gold entries; taking the first fit would strand the second prediction.
+def test_tool_bfcl_pairs_first_fit_as_bfcl_does_while_exact_pairs_optimally():
+    # The first call fits both gold entries. BFCL gives it to the first entry (`parallel_function_checker_no_order`),
+    # which strands the second call; the same calls in the other order pair up.
     possible = [{"get_weather": {"city": ["Lyon", "Paris"], "unit": ["celsius", ""]}},
                 {"get_weather": {"city": ["Lyon"], "unit": ["celsius", ""]}}]  # fmt: skip
-    completion = '[get_weather(city="Lyon"), get_weather(city="Paris")]'
-    assert score("tool_bfcl", completion, [LYON, PARIS], possible) == Verdict(1.0)
+    lyon, paris = (
+        {"name": "get_weather", "arguments": {"city": "Lyon"}},
+        {"name": "get_weather", "arguments": {"city": "Paris"}},
+    )
+    assert score("tool_bfcl", hermes(lyon, paris), [PARIS, LYON], possible) == Verdict(0.0, ("wrong_value",))
+    assert score("tool_bfcl", hermes(paris, lyon), [PARIS, LYON], possible) == Verdict(1.0)
+    gold = [
+        {"name": "get_weather", "arguments": {"city": "Paris"}},
+        {"name": "get_weather", "arguments": {"city": "Lyon"}},
+    ]
+    assert score("tool_exact", hermes(lyon, paris), gold) == Verdict(1.0)
 
 
 def test_tool_bfcl_reads_bfcl_style_tool_definitions():
@@ -317,7 +327,15 @@ def test_tool_bfcl_reads_bfcl_style_tool_definitions():
     [("I can't help with that using these tools.", 1.0), (hermes(LYON), 0.0), ("<tool_call>{", 0.0)],
 )
 def test_irrelevance_rows_reward_calling_nothing_in_every_reward(reward, completion, expected):
+    if reward == "tool_bfcl" and completion == "<tool_call>{":
+        expected = 1.0  # BFCL: an output that does not decode is no call (`_evaluate_single_relevance_entry`)
     assert score(reward, completion, []).score == expected
+
+
+def test_tool_bfcl_counts_an_undecodable_output_as_no_call_where_none_is_right():
+    assert score("tool_bfcl", hermes(LYON) + "<tool_call>{", []) == Verdict(1.0)
+    assert score("tool_bfcl", hermes(LYON), []) == Verdict(0.0, ("unexpected_call",))
+    assert score("tool_bfcl", hermes(LYON) + "<tool_call>{", [LYON]) == Verdict(0.0, ("parse_error",))
 
 
 @pytest.mark.parametrize("reward", list(REWARDS))
