@@ -416,14 +416,26 @@ def _first_acceptable(values: Any, where: str) -> tuple[bool, Any]:
     """BFCL's acceptable values -> (whether there is a value to give, the first one that is not "")."""
     if not isinstance(values, list):
         raise ConversionError(f"{where}: expected a list of acceptable values, got {values!r}")
-    for value in values:
-        if isinstance(value, str) and value == "":
-            continue  # "" means "may be left out"; the gold answer gives the first real value instead
-        if isinstance(value, dict):  # an object parameter: each key maps to its own acceptable values
-            pairs = {key: _first_acceptable(sub, f"{where}.{key}") for key, sub in value.items()}
-            return True, {key: sub for key, (given, sub) in pairs.items() if given}
-        return True, value
-    return False, None
+    given, value = _first_of(values)  # "" means "may be left out": the gold answer gives the first real value
+    return given, _plain(value)
+
+
+def _plain(option: Any) -> Any:
+    """One acceptable value as a call gives it. BFCL writes an object (a parameter's value, or an element of a list of
+    objects) with each key mapped to its own acceptable values; the gold answer takes the first of each. Inside those
+    values everything is plain, as BFCL compares them (`dict_checker` and `list_dict_checker` go one level deep)."""
+    if isinstance(option, dict):
+        return {key: first for key, (given, first) in ((k, _first_of(v)) for k, v in option.items()) if given}
+    if isinstance(option, list):
+        return [_plain(element) if isinstance(element, dict) else element for element in option]
+    return option
+
+
+def _first_of(values: Any) -> tuple[bool, Any]:
+    """The first acceptable value of an object's key, as it stands; a key mapped to a bare value gives that value."""
+    if not isinstance(values, list):
+        return True, values
+    return next(((True, value) for value in values if not (isinstance(value, str) and value == "")), (False, None))
 
 
 def _bfcl_call(entry: Any, where: str) -> dict[str, Any]:

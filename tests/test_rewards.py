@@ -286,6 +286,45 @@ def test_tool_bfcl(completion, answers, possible, expected):
     assert score("tool_bfcl", completion, answers, possible) == expected
 
 
+@pytest.mark.parametrize(
+    ("arguments", "possible", "expected"),
+    [
+        # `is_variable`: acceptable values of another type than the schema's (simple_python_307 lists `true` for a
+        # string parameter) accept that type, compared exactly; the schema's own type is compared exactly too.
+        ({"city": True}, {"city": [True]}, 1.0),
+        ({"city": "true"}, {"city": [True]}, 0.0),
+        ({"city": 1}, {"city": [True]}, 0.0),
+        # strings: "" among the acceptable values also accepts any string that normalises to "" ("-", " ")
+        ({"city": "Lyon", "unit": "-"}, {"city": ["Lyon"], "unit": ["celsius", ""]}, 1.0),
+        # BFCL reads ' as " in strings
+        ({"city": "L'yon"}, {"city": ['L"yon']}, 1.0),
+        # a number parameter accepts an integer (BFCL converts it to a float first)
+        ({"city": "A", "lat": 2}, {"city": ["A"], "lat": [2.0]}, 1.0),
+    ],
+)
+def test_tool_bfcl_quirks(arguments, possible, expected):
+    call = {"name": "get_weather", "arguments": arguments}
+    assert score("tool_bfcl", hermes(call), [call], [{"get_weather": possible}]).score == expected
+
+
+def test_tool_bfcl_list_of_objects_compares_each_object_in_order():
+    possible = [
+        {"book_room": {"room": ["A"], "people": [[{"name": ["Ann"], "age": [30, ""]}, {"name": ["Bob"]}], ""]}}
+    ]
+    book = function(
+        "book_room", {"room": {"type": "string"}, "people": {"type": "array", "items": {"type": "object"}}}
+    )
+    gold = [{"name": "book_room", "arguments": {"room": "A", "people": [{"name": "Ann"}, {"name": "Bob"}]}}]
+    right = {"name": "book_room", "arguments": {"room": "a", "people": [{"name": "ann"}, {"name": "BOB"}]}}
+    swapped = {"name": "book_room", "arguments": {"room": "A", "people": [{"name": "Bob"}, {"name": "Ann"}]}}
+    empty = {"name": "book_room", "arguments": {"room": "A", "people": []}}  # "" accepts the empty list
+    assert [score("tool_bfcl", hermes(c), gold, possible, tools=[book]).score for c in (right, swapped, empty)] == [
+        1.0,
+        0.0,
+        1.0,
+    ]
+
+
 def test_tool_bfcl_pairs_first_fit_as_bfcl_does_while_exact_pairs_optimally():
     # The first call fits both gold entries. BFCL gives it to the first entry (`parallel_function_checker_no_order`),
     # which strands the second call; the same calls in the other order pair up.
