@@ -204,6 +204,9 @@ class BfclCall:
     required: tuple[str, ...]
     non_optional: tuple[str, ...]
     params: dict[str, _Param]
+    # Parameters of one type whose acceptable values are of that type, and hashable: a value of that type is right
+    # when it is among them (standardised, for strings: `string_checker`; else `value in options`).
+    exact: dict[str, tuple[type, frozenset[Any]]]
 
     def error(self, call: ToolCall) -> str | None:
         """`simple_function_checker`: why BFCL rejects this call for this gold call; None when it accepts it."""
@@ -213,8 +216,14 @@ class BfclCall:
         for name in self.required:
             if name not in arguments:
                 return "missing_argument"
-        params = self.params
+        params, exact = self.params, self.exact
         for name, value in arguments.items():
+            # The common case, inline: a value of the parameter's one type, among values of that type.
+            kind, accepted = exact.get(name, _NO_EXACT)
+            if type(value) is kind:
+                if (value.translate(_STANDARD).lower() if kind is str else value) not in accepted:
+                    return "wrong_value"
+                continue
             param = params.get(name)
             if param is None:
                 return "unexpected_argument"
@@ -233,12 +242,29 @@ def prepare_bfcl(
     """Prepare one gold call: its possible-answer entry and its tool's parameter schemas (None when the tool is not
     offered: then every given parameter is unexpected)."""
     properties = properties or {}
+    params = {key: _param(properties[key], options) for key, options in acceptable.items() if key in properties}
     return BfclCall(
         name=name,
         required=tuple(required),
         non_optional=tuple(key for key, options in acceptable.items() if "" not in options),
-        params={key: _param(properties[key], options) for key, options in acceptable.items() if key in properties},
+        params=params,
+        exact={key: exact for key, param in params.items() if (exact := _exact(param)) is not None},
     )
+
+
+_NO_EXACT: tuple[None, frozenset[Any]] = (None, frozenset())
+
+
+def _exact(param: _Param) -> tuple[type, frozenset[Any]] | None:
+    """What `BfclCall.error` checks inline for a parameter, when its one type is a string, integer or boolean (a
+    float would need the int conversion), and its acceptable values are of that type (not `is_variable`)."""
+    if len(param.kinds) != 1 or param.kinds[0] not in (str, int, bool) or param.is_variable:
+        return None
+    if param.kinds[0] is str:
+        return str, param.strings
+    if not all(type(option) in (str, int, bool) for option in param.options):
+        return None
+    return param.kinds[0], frozenset(param.options)
 
 
 def check_bfcl(calls: Sequence[ToolCall], gold: Sequence[BfclCall]) -> str | None:
@@ -250,6 +276,8 @@ def check_bfcl(calls: Sequence[ToolCall], gold: Sequence[BfclCall]) -> str | Non
     and multiple checkers run it."""
     if len(calls) != len(gold):
         return "wrong_count"
+    if len(gold) == 1:
+        return gold[0].error(calls[0])
     used = [False] * len(calls)
     for expected in gold:
         errors = []

@@ -516,6 +516,9 @@ def score_partial(parsed: ParseResult, gold: Gold) -> Verdict:
 # BFCL AST rules (Berkeley Function Calling Leaderboard, `ast_checker`): see `grpo_tools.bfcl`
 
 
+_RIGHT = Verdict(1.0)
+
+
 def _bfcl_gold(gold: Gold) -> tuple[BfclCall, ...]:
     if "bfcl" not in gold._memo:
         prepared = []
@@ -541,7 +544,7 @@ def score_bfcl(parsed: ParseResult, gold: Gold) -> Verdict:
     if parsed.errors:
         return Verdict(0.0, ("parse_error",) * len(parsed.errors))
     error = check_bfcl(parsed.calls, _bfcl_gold(gold))
-    return Verdict(1.0) if error is None else Verdict(0.0, (error,))
+    return _RIGHT if error is None else Verdict(0.0, (error,))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -575,10 +578,12 @@ def _score_batch(
     ids = kwargs.get("id")
     possible = possible_answers if possible_answers is not None else [None] * len(completions)
     verdicts = []
-    for i, (completion, row_tools, row_answers, row_possible) in enumerate(
-        zip(completions, tools, answers, possible, strict=True)
-    ):
-        gold = make_gold(row_tools, row_answers, row_possible, _row_name(i, ids))
+    last_row: tuple[Any, Any, Any] | None = None
+    for i, (completion, *row) in enumerate(zip(completions, tools, answers, possible, strict=True)):
+        # trl passes the completions of one prompt together: a row equal to the last one (a comparison, cheaper
+        # than hashing its columns again) reuses its gold.
+        if row != last_row:
+            gold, last_row = make_gold(*row, row=_row_name(i, ids)), row
         verdicts.append(scorer(_parse(completion, gold), gold))
     log_metric = kwargs.get("log_metric")
     if log_metric is not None and verdicts:
