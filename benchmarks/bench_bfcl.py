@@ -24,10 +24,10 @@ from pathlib import Path
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bfcl_reference  # noqa: E402
+import bfcl_reference
 
-from grpo_tools import rewards  # noqa: E402
-from grpo_tools.rewards import tool_bfcl_reward  # noqa: E402
+from grpo_tools import rewards
+from grpo_tools.rewards import tool_bfcl_reward
 
 
 TARGET_RATIO = 2.0  # issue 14: at least twice BFCL's checker, parsing included

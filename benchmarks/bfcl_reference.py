@@ -161,7 +161,7 @@ def _variants(value: Any) -> Iterator[Any]:
         yield [*value, value[-1]]
         yield [element.upper() if isinstance(element, str) else element for element in value]
         if isinstance(value[0], dict):
-            yield [{key: sub for key, sub in list(value[0].items())[1:]}, *value[1:]]
+            yield [dict(list(value[0].items())[1:]), *value[1:]]
     elif isinstance(value, dict) and value:
         first = next(iter(value))
         yield {key: sub for key, sub in value.items() if key != first}
@@ -193,7 +193,7 @@ def model_outputs(case: Case) -> list[list[dict[str, Any]] | None]:
         if not case.functions:
             return [[], None, [{"any_tool": {}}]]
         tool = case.functions[0]
-        arguments = {key: "x" for key in tool["parameters"].get("required", [])}
+        arguments = dict.fromkeys(tool["parameters"].get("required", []), "x")
         return [[], None, [{tool["name"]: arguments}], [{tool["name"]: {}}, {tool["name"]: arguments}]]
     gold = _gold_calls(case)
     outputs: list[list[dict[str, Any]] | None] = [gold, None, []]

@@ -16,7 +16,7 @@ from grpo_tools.rewards import tool_bfcl_reward
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (`make install` installs it)")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import bfcl_reference  # noqa: E402
+import bfcl_reference
 
 
 @pytest.fixture(scope="module")
