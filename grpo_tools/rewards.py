@@ -153,7 +153,9 @@ def _possible(possible_answers: Any, calls: tuple[ToolCall, ...], row: str) -> t
     """BFCL acceptable values; derived from the gold calls (each value the only one, each given param required)."""
     possible_answers = _load_json(possible_answers, "possible_answers", row)
     if possible_answers is None:
-        return tuple((call.name, {key: [value] for key, value in call.arguments.items()}) for call in calls)
+        return tuple(
+            (call.name, {key: [_acceptable(value)] for key, value in call.arguments.items()}) for call in calls
+        )
     if not isinstance(possible_answers, list):
         raise GoldError(f"{row}: possible_answers must be a list with one entry per gold call")
     entries = []
@@ -173,6 +175,16 @@ def _possible(possible_answers: Any, calls: tuple[ToolCall, ...], row: str) -> t
 # own copy of the row's columns (JSON strings, see `prompts.prompt_dataset`). Keyed on those strings; bounded.
 _GOLD_CACHE: dict[tuple[str, str, str | None], tuple[tuple[ToolCall, ...], dict[str, Any]]] = {}
 _GOLD_CACHE_SIZE = 4096
+
+
+def _acceptable(value: Any) -> Any:
+    """A gold value as BFCL writes an acceptable one: an object (also inside a list) maps each key to a list of
+    acceptable values, one level deep; the inverse of what the BFCL converter reads."""
+    if isinstance(value, dict):
+        return {key: [sub] for key, sub in value.items()}
+    if isinstance(value, list):
+        return [_acceptable(element) if isinstance(element, dict) else element for element in value]
+    return value
 
 
 def make_gold(tools: Any, answers: Any, possible_answers: Any = None, row: str = "row") -> Gold:

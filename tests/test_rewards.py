@@ -504,3 +504,26 @@ def test_argument_checks_count_a_left_out_argument_as_wrong_and_follow_the_numbe
 )
 def test_argument_checks_are_empty_without_a_call_to_a_gold_tool(completion, answers):
     assert checks(completion, answers) == []
+
+
+@pytest.mark.parametrize("wrapped", [True, False])
+def test_qwen3_coder_calls_are_cast_by_the_schema_inside_tool_call_too(wrapped):
+    # Qwen3-Coder writes its XML inside <tool_call>; each value is text until the tool's schema casts it.
+    xml = (
+        "<function=book_room>\n<parameter=room>\nA 12\n</parameter>\n<parameter=people>\n"
+        '["Ann", "Bob"]\n</parameter>\n<parameter=scores>\n[1.5, 2.0]\n</parameter>\n<parameter=urgent>\n'
+        'true\n</parameter>\n<parameter=details>\n{"location": "Room 2", "duration": 30}\n</parameter>\n'
+        "</function>\n<function=set_timer>\n<parameter=minutes>\n-7\n</parameter>\n<parameter=label>\n"
+        "10\n</parameter>\n</function>"
+    )
+    completion = f"<tool_call>\n{xml}\n</tool_call>" if wrapped else xml
+    book = {"room": "A 12", "people": ["Ann", "Bob"], "scores": [1.5, 2.0], "urgent": True,
+            "details": {"location": "Room 2", "duration": 30}}  # fmt: skip
+    gold = [
+        {"name": "book_room", "arguments": book},
+        {"name": "set_timer", "arguments": {"minutes": -7, "label": "10"}},
+    ]
+    for reward in ("tool_exact", "tool_bfcl", "tool_schema", "tool_partial"):
+        assert score(reward, completion, gold) == Verdict(1.0), reward
+    wrong = completion.replace("\n-7\n", "\n8\n")
+    assert score("tool_exact", wrong, gold).score == 0.0
