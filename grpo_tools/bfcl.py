@@ -171,26 +171,35 @@ class _Param:
 
 
 def _param(schema: Any, options: list[Any]) -> _Param:
+    """Prepare one parameter; only what its types can use (this runs once per distinct row, but for rows given as
+    Python lists rather than JSON strings, once per completion)."""
     kinds = _kinds(schema)
     items = _kinds(schema["items"]) if list in kinds and isinstance(schema.get("items"), dict) else None
     answer_type = _first_type(options)
-    lists = tuple(prepared for prepared in map(_standard_list, options) if prepared is not None)
-    # `list_dict_checker` compares lengths first, so "" (length 0) accepts exactly the empty list.
-    list_dicts = tuple(
-        tuple(_dict_option(element) for element in option) if isinstance(option, list) else ()
-        for option in options
-        if option == "" or isinstance(option, list)
-    )
+    lists: tuple[list[Any], ...] = ()
+    list_dicts: tuple[tuple[_DictOption | None, ...], ...] = ()
+    if list in kinds:
+        lists = tuple(prepared for prepared in map(_standard_list, options) if prepared is not None)
+        # `list_dict_checker` compares lengths first, so "" (length 0) accepts exactly the empty list.
+        list_dicts = tuple(
+            tuple(_dict_option(element) for element in option) if isinstance(option, list) else ()
+            for option in options
+            if option == "" or isinstance(option, list)
+        )
     return _Param(
         kinds=kinds,
         items=items,
         options=options,
         answer_type=answer_type,
         is_variable=answer_type is not None and answer_type not in kinds,
-        item_types=tuple((True, _first_type(option)) if type(option) is list else (False, None) for option in options),
-        strings=frozenset(standardize(option) for option in options if type(option) is str),
+        item_types=()
+        if items is None
+        else tuple((True, _first_type(option)) if type(option) is list else (False, None) for option in options),
+        strings=frozenset(standardize(option) for option in options if type(option) is str)
+        if str in kinds
+        else frozenset(),
         lists=lists,
-        dicts=tuple(_dict_option(option) for option in options if option != ""),
+        dicts=tuple(_dict_option(option) for option in options if option != "") if dict in kinds else (),
         list_dicts=list_dicts,
     )
 
