@@ -54,6 +54,7 @@ class _NotALiteral(ValueError):
 
 
 _DECODER = json.JSONDecoder()
+_SCAN = _DECODER.scan_once  # one JSON value at an index -> (value, end); what `raw_decode` calls, without its checks
 _WHITESPACE = re.compile(r"\s*")
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 # How many `</tool_call>` candidates a Python-literal block may be tried against; a bound keeps hostile inputs linear.
@@ -170,8 +171,32 @@ def _strip_code_fence(text: str) -> str:
     return text.strip()
 
 
+def _parse_well_formed_hermes(text: str) -> Parsed | None:
+    """The common case, read by the JSON scanner alone: every block closed and holding exactly one `{"name",
+    "arguments": {...}}` object. None for anything else (a `</tool_call>` inside a string value cuts its block short,
+    so it lands there too), which the full reader below takes."""
+    calls: list[ToolCall] = []
+    for block in text.split(_OPEN)[1:]:
+        body, closed, _ = block.partition(_CLOSE)
+        body = body.strip()
+        try:
+            value, end = _SCAN(body, 0)
+        except (StopIteration, ValueError, RecursionError):
+            return None
+        if not closed or end != len(body) or type(value) is not dict or "function" in value or "tool_calls" in value:
+            return None
+        name, arguments = value.get("name"), value.get("arguments")
+        if type(name) is not str or type(arguments) is not dict or not name.strip():
+            return None
+        calls.append(ToolCall(name.strip(), arguments))
+    return calls, []
+
+
 def _parse_hermes(text: str, tools: Any = None) -> Parsed:
     """`<tool_call>{...}</tool_call>` blocks, with anything around them; Qwen3-Coder XML inside a block is read too."""
+    well_formed = _parse_well_formed_hermes(text)
+    if well_formed is not None:
+        return well_formed
     calls: list[ToolCall] = []
     errors: list[str] = []
     position = 0
@@ -460,8 +485,10 @@ def _strip_reasoning(text: str) -> str:
 
 def _detect(text: str) -> str | None:
     """Pick the format a text is written in from its markers; None when it makes no call attempt."""
-    if _OPEN in text:
-        return "hermes"
+    start = text.find(_OPEN)
+    if start >= 0:
+        # Qwen3-Coder wraps its XML calls in <tool_call>; their values need the tool schema, as bare ones do.
+        return "qwen3_coder" if text.startswith("<function=", _skip_whitespace(text, start + len(_OPEN))) else "hermes"
     if "<function=" in text:
         return "qwen3_coder"
     if "[TOOL_CALLS]" in text:
@@ -479,6 +506,10 @@ def _detect(text: str) -> str | None:
 
 
 def _parse_text_auto(text: str, tools: Any) -> ParseResult:
+    if "think>" not in text:  # the hot path of training: well-formed Hermes calls, read without detection
+        well_formed = _parse_well_formed_hermes(text)
+        if well_formed is not None and well_formed[0]:
+            return ParseResult(tuple(well_formed[0]), (), "hermes")
     text = _strip_reasoning(text)
     detected = _detect(text)
     if detected is None:

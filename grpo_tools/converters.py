@@ -18,6 +18,7 @@ rows (see `grpo_tools.data`) or raises `ConversionError` saying why it cannot:
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -38,6 +39,7 @@ __all__ = [
     "RowFailure",
     "SourceContext",
     "bfcl_category",
+    "bfcl_files",
     "convert_rows",
     "load_ground_truth",
     "read_source",
@@ -416,14 +418,26 @@ def _first_acceptable(values: Any, where: str) -> tuple[bool, Any]:
     """BFCL's acceptable values -> (whether there is a value to give, the first one that is not "")."""
     if not isinstance(values, list):
         raise ConversionError(f"{where}: expected a list of acceptable values, got {values!r}")
-    for value in values:
-        if isinstance(value, str) and value == "":
-            continue  # "" means "may be left out"; the gold answer gives the first real value instead
-        if isinstance(value, dict):  # an object parameter: each key maps to its own acceptable values
-            pairs = {key: _first_acceptable(sub, f"{where}.{key}") for key, sub in value.items()}
-            return True, {key: sub for key, (given, sub) in pairs.items() if given}
-        return True, value
-    return False, None
+    given, value = _first_of(values)  # "" means "may be left out": the gold answer gives the first real value
+    return given, _plain(value)
+
+
+def _plain(option: Any) -> Any:
+    """One acceptable value as a call gives it. BFCL writes an object (a parameter's value, or an element of a list of
+    objects) with each key mapped to its own acceptable values; the gold answer takes the first of each. Inside those
+    values everything is plain, as BFCL compares them (`dict_checker` and `list_dict_checker` go one level deep)."""
+    if isinstance(option, dict):
+        return {key: first for key, (given, first) in ((k, _first_of(v)) for k, v in option.items()) if given}
+    if isinstance(option, list):
+        return [_plain(element) if isinstance(element, dict) else element for element in option]
+    return option
+
+
+def _first_of(values: Any) -> tuple[bool, Any]:
+    """The first acceptable value of an object's key, as it stands; a key mapped to a bare value gives that value."""
+    if not isinstance(values, list):
+        return True, values
+    return next(((True, value) for value in values if not (isinstance(value, str) and value == "")), (False, None))
 
 
 def _bfcl_call(entry: Any, where: str) -> dict[str, Any]:
@@ -535,6 +549,33 @@ def bfcl_category(path: str) -> str | None:
     if name.startswith("multi_turn") or name == "relevance":
         raise DataError(f"{path}: BFCL's {stem} set has no gold calls to convert (multi-turn and relevance sets)")
     return None
+
+
+def bfcl_files(source: str, answers: str | None = None) -> tuple[str, str | None]:
+    """Where a BFCL category's question and possible-answer files are: `source` is a question file, or a category
+    name (`simple_python`, `live_multiple`) read from the installed bfcl-eval package. The possible answers are
+    `answers` when given, else `possible_answer/<same file name>` beside the questions, BFCL's own layout; None for
+    the irrelevance categories, which have none. `DataError` names every path it looked for."""
+    questions = Path(source)
+    if not questions.is_file() and questions.suffix == "" and "/" not in source:
+        spec = importlib.util.find_spec("bfcl_eval")
+        if spec is None or spec.origin is None:
+            raise DataError(f"{source}: no such file, and bfcl-eval is not installed to read it as a BFCL category")
+        data = Path(spec.origin).parent / "data"
+        by_name = {re.sub(r"^BFCL_v\d+_", "", path.stem): path for path in sorted(data.glob("BFCL_v*.json"))}
+        found = [by_name[source]] if source in by_name else []
+        if not found:
+            names = sorted(by_name)
+            raise DataError(f"{source}: no such BFCL category in {data} (categories: {', '.join(names)})")
+        questions = found[-1]
+    if answers is not None:
+        return str(questions), answers
+    if bfcl_category(str(questions)) == "irrelevance":
+        return str(questions), None
+    beside = questions.parent / "possible_answer" / questions.name
+    if not beside.is_file():
+        raise DataError(f"{questions}: no possible-answer file at {beside}; give it with --answers")
+    return str(questions), str(beside)
 
 
 def _read_json(path: Path) -> Iterator[tuple[int, dict[str, Any] | DataError]]:

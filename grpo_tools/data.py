@@ -394,7 +394,14 @@ def check_data_main(argv: list[str]) -> int:
 def convert_main(argv: list[str]) -> int:
     """`grpo-tools convert --from FORMAT INPUT --output OUT.jsonl`: convert a public dataset to canonical rows."""
     # Imported here rather than at the top: the converters build on this module.
-    from grpo_tools.converters import CONVERTERS, bfcl_category, convert_rows, load_ground_truth, read_source
+    from grpo_tools.converters import (
+        CONVERTERS,
+        bfcl_category,
+        bfcl_files,
+        convert_rows,
+        load_ground_truth,
+        read_source,
+    )
 
     parser = argparse.ArgumentParser(
         prog="grpo-tools convert",
@@ -404,8 +411,16 @@ def convert_main(argv: list[str]) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--from", dest="source", required=True, choices=list(CONVERTERS), help="source format")
-    parser.add_argument("input", help="a .json, .jsonl or .parquet file, or else a Hugging Face dataset name")
-    parser.add_argument("--answers", help="BFCL possible-answer file (JSONL) to join by id; for --from bfcl")
+    parser.add_argument(
+        "input",
+        help="a .json, .jsonl or .parquet file, or else a Hugging Face dataset name; for --from bfcl also a category "
+        "name (simple_python, live_multiple, ...) read from the installed bfcl-eval",
+    )
+    parser.add_argument(
+        "--answers",
+        help="BFCL possible-answer file (JSONL) to join by id; for --from bfcl (default: possible_answer/<same name> "
+        "beside the input, BFCL's layout)",
+    )
     parser.add_argument("--split", default="train", help="split of a Hugging Face dataset (default: train)")
     parser.add_argument("--output", "-o", required=True, help="canonical JSONL file to write")
     parser.add_argument("--strict", action="store_true", help="exit 1 when any source row cannot be converted")
@@ -415,16 +430,12 @@ def convert_main(argv: list[str]) -> int:
 
     try:
         category, ground_truth = None, None
+        source = args.input
         if args.source == "bfcl":
-            category = bfcl_category(args.input)
-            if args.answers:
-                ground_truth = load_ground_truth(args.answers)
-            elif category != "irrelevance":
-                raise DataError(
-                    f"{args.input}: --from bfcl needs --answers, the possible-answer file with the same name "
-                    "(only the irrelevance categories have none)"
-                )
-        rows = read_source(args.input, split=args.split)
+            source, answers = bfcl_files(args.input, args.answers)
+            category = bfcl_category(source)
+            ground_truth = load_ground_truth(answers) if answers else None
+        rows = read_source(source, split=args.split)
         with JsonlWriter(args.output) as writer:
             result = convert_rows(args.source, rows, ground_truth=ground_truth, category=category, sink=writer.write)
     except DataError as error:

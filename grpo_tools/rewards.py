@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from grpo_tools.bfcl import BfclCall, check_bfcl, check_bfcl_irrelevance, prepare_bfcl
 from grpo_tools.calls import ParseResult, ToolCall, parse_tool_calls
 
 
@@ -152,7 +153,9 @@ def _possible(possible_answers: Any, calls: tuple[ToolCall, ...], row: str) -> t
     """BFCL acceptable values; derived from the gold calls (each value the only one, each given param required)."""
     possible_answers = _load_json(possible_answers, "possible_answers", row)
     if possible_answers is None:
-        return tuple((call.name, {key: [value] for key, value in call.arguments.items()}) for call in calls)
+        return tuple(
+            (call.name, {key: [_acceptable(value)] for key, value in call.arguments.items()}) for call in calls
+        )
     if not isinstance(possible_answers, list):
         raise GoldError(f"{row}: possible_answers must be a list with one entry per gold call")
     entries = []
@@ -168,9 +171,38 @@ def _possible(possible_answers: Any, calls: tuple[ToolCall, ...], row: str) -> t
     return tuple(entries)
 
 
+# Gold prepared per distinct row: a GRPO batch scores several completions of each prompt, and trl hands each one its
+# own copy of the row's columns (JSON strings, see `prompts.prompt_dataset`). Keyed on those strings; bounded.
+_GOLD_CACHE: dict[tuple[str, str, str | None], tuple[tuple[ToolCall, ...], dict[str, Any]]] = {}
+_GOLD_CACHE_SIZE = 4096
+
+
+def _acceptable(value: Any) -> Any:
+    """A gold value as BFCL writes an acceptable one: an object (also inside a list) maps each key to a list of
+    acceptable values, one level deep; the inverse of what the BFCL converter reads."""
+    if isinstance(value, dict):
+        return {key: [sub] for key, sub in value.items()}
+    if isinstance(value, list):
+        return [_acceptable(element) if isinstance(element, dict) else element for element in value]
+    return value
+
+
 def make_gold(tools: Any, answers: Any, possible_answers: Any = None, row: str = "row") -> Gold:
-    """Read a row's gold columns once; `row` (e.g. "row 17 (id=weather-0007)") names the row in errors."""
-    return Gold(_gold_calls(answers, row), possible_answers, tools, row)
+    """Read a row's gold columns; `row` (e.g. "row 17 (id=weather-0007)") names the row in errors.
+
+    Rows whose columns are JSON strings share what the rewards prepare (gold calls, tool schemas, BFCL's acceptable
+    values) with every row of the same content, so a batch prepares each distinct row once."""
+    if not (isinstance(tools, str) and isinstance(answers, str) and isinstance(possible_answers, str | None)):
+        return Gold(_gold_calls(answers, row), possible_answers, tools, row)
+    key = (tools, answers, possible_answers)
+    cached = _GOLD_CACHE.get(key)
+    if cached is None:
+        if len(_GOLD_CACHE) >= _GOLD_CACHE_SIZE:
+            _GOLD_CACHE.clear()
+        # A row whose gold is broken raises here, naming itself, and is not cached; what the rewards read later
+        # (tools, possible answers) is memoised only when it reads without error, so errors name their own row.
+        cached = _GOLD_CACHE[key] = (_gold_calls(answers, row), {})
+    return Gold(cached[0], possible_answers, tools, row, cached[1])
 
 
 _JSON_SCHEMA_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
@@ -375,7 +407,7 @@ def argument_checks(completion: Any, gold: Gold) -> list[tuple[str, bool]]:
     """`("tool.argument", right)` for every argument of every gold call that the completion called the same tool for
     (calls paired as in `tool_partial`): a diagnostic of which values a model gets wrong, not a reward. An argument
     left out counts as wrong; gold calls with no call to their tool, and rows that call nothing, give no checks."""
-    parsed = parse_tool_calls(completion)
+    parsed = _parse(completion, gold)
     if not gold.calls or not parsed.calls:
         return []
     params, _, pairs = _pairing(parsed, gold)
@@ -493,108 +525,38 @@ def score_partial(parsed: ParseResult, gold: Gold) -> Verdict:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# BFCL AST rules (Berkeley Function Calling Leaderboard, `ast_checker`), as DESIGN.md states them
+# BFCL AST rules (Berkeley Function Calling Leaderboard, `ast_checker`): see `grpo_tools.bfcl`
 
 
-# BFCL normalises strings by lowercasing and deleting spaces and ,./-_*^ before comparing.
-_BFCL_STRIP = str.maketrans("", "", " ,./-_*^")
+_RIGHT = Verdict(1.0)
 
 
-def _bfcl_type_ok(value: Any, schema: Any, top_level: bool) -> bool:
-    """Types follow the schema strictly, inside lists and objects too; a `number` accepts an integer at the top
-    level only."""
-    types = _types_of(schema)
-    if not types:
-        return True
-    kind = type(value)
-    for name in types:
-        if (
-            (name == "string" and kind is str)
-            or (name == "integer" and kind is int)
-            or (name == "number" and (kind is float or (top_level and kind is int)))
-            or (name == "boolean" and kind is bool)
-            or (name == "null" and value is None)
-            or (name == "object" and kind is dict)
-        ):
-            return True
-        if name == "array" and kind is list:
-            items = schema.get("items")
-            return all(_bfcl_type_ok(element, items, top_level=False) for element in value)
-    return False
-
-
-def _bfcl_equal(value: Any, acceptable: Any) -> bool:
-    """One value against one acceptable value: normalised strings, lists element by element in order, objects key by
-    key one level deep (an acceptable object maps each key to its list of acceptable values)."""
-    if isinstance(value, str) and isinstance(acceptable, str):
-        return value.lower().translate(_BFCL_STRIP) == acceptable.lower().translate(_BFCL_STRIP)
-    if isinstance(value, list) and isinstance(acceptable, list):
-        return len(value) == len(acceptable) and all(_bfcl_equal(v, a) for v, a in zip(value, acceptable, strict=True))
-    if isinstance(value, dict) and isinstance(acceptable, dict):
-        for key, options in acceptable.items():
-            options = options if isinstance(options, list) else [options]
-            if key not in value:
-                if "" not in options:
-                    return False
-            elif not any(_bfcl_flat_equal(value[key], option) for option in options):
-                return False
-        return all(key in acceptable for key in value)
-    if isinstance(value, bool) or isinstance(acceptable, bool):
-        return type(value) is type(acceptable) and value == acceptable
-    return value == acceptable
-
-
-def _bfcl_flat_equal(value: Any, acceptable: Any) -> bool:
-    """Inside an object (one level deep): strings normalised, everything else compared as JSON."""
-    if isinstance(value, str) and isinstance(acceptable, str):
-        return _bfcl_equal(value, acceptable)
-    return _json_equal(value, acceptable) or (
-        type(value) in (int, float) and type(acceptable) in (int, float) and value == acceptable
-    )
-
-
-def _bfcl_call_errors(
-    call: ToolCall, name: str, acceptable: dict[str, list], signature: Signature | None
-) -> list[str]:
-    """Why a call fails one gold entry under the AST rules; [] when it matches."""
-    if call.name != name:
-        return ["wrong_name"]
-    params = signature.params if signature else {}
-    errors = []
-    for key in call.arguments:
-        if key not in params or key not in acceptable:
-            errors.append("unexpected_argument")
-    required = (signature.required if signature else frozenset()) | {
-        key for key, options in acceptable.items() if "" not in options
-    }
-    errors += ["missing_argument" for key in required if key not in call.arguments]
-    for key, value in call.arguments.items():
-        if key not in params or key not in acceptable:
-            continue
-        if not _bfcl_type_ok(value, params[key], top_level=True):
-            errors.append("wrong_type")
-        elif not any(_bfcl_equal(value, option) for option in acceptable[key] if option != "" or value == ""):
-            errors.append("wrong_value")
-    return errors
+def _bfcl_gold(gold: Gold) -> tuple[BfclCall, ...]:
+    if "bfcl" not in gold._memo:
+        prepared = []
+        for name, acceptable in gold.possible:
+            signature = gold.signature(name)
+            properties, required = (signature.params, signature.required) if signature else (None, ())
+            prepared.append(prepare_bfcl(name, acceptable, properties, sorted(required)))
+        gold._memo["bfcl"] = tuple(prepared)
+    return gold._memo["bfcl"]
 
 
 def score_bfcl(parsed: ParseResult, gold: Gold) -> Verdict:
-    """BFCL's AST rules: equal counts, and a one-to-one pairing in any order in which every pair has the gold name,
-    only declared parameters, every required (or non-optional) parameter, strictly typed values, and each value among
-    the acceptable ones. Binary."""
+    """BFCL's verdict (`ast_checker`), quirks included: equal counts, then each gold call in order pairs with the
+    first unused call that has its name, only declared parameters, every required (or non-optional) parameter, and
+    values of the schema's type (or of the acceptable values' type) among the acceptable ones. Where no call is
+    right, an output that does not parse counts as no call, as in BFCL. Binary."""
     if not gold.calls:
-        return _irrelevance(parsed)
+        if check_bfcl_irrelevance(len(parsed.calls), decoded=not parsed.errors):
+            return Verdict(1.0)
+        return Verdict(0.0, ("unexpected_call",))
     if not parsed.attempted:
         return Verdict(0.0, ("missed_call",))
     if parsed.errors:
         return Verdict(0.0, ("parse_error",) * len(parsed.errors))
-    predicted, possible = parsed.calls, gold.possible
-    if len(predicted) != len(possible):
-        return Verdict(0.0, ("wrong_count",))
-    table = [[_bfcl_call_errors(call, name, ok, gold.signature(name)) for name, ok in possible] for call in predicted]
-    pairs = _best_pairs([[0.0 if errors else 1.0 for errors in row] for row in table])
-    errors = [kind for p, g in pairs for kind in table[p][g]]
-    return Verdict(0.0 if errors else 1.0, tuple(errors))
+    error = check_bfcl(parsed.calls, _bfcl_gold(gold))
+    return _RIGHT if error is None else Verdict(0.0, (error,))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -608,6 +570,14 @@ def _row_name(index: int, ids: Sequence[Any] | None) -> str:
     return f"row {index} (id={ids[index]})" if ids is not None and index < len(ids) else f"row {index}"
 
 
+def _parse(completion: Any, gold: Gold) -> ParseResult:
+    """Parse a completion; Qwen3-Coder's XML values are text, so those are read again with the tools to cast them."""
+    parsed = parse_tool_calls(completion)
+    if parsed.format == "qwen3_coder":
+        return parse_tool_calls(completion, tools=gold.tool_list)
+    return parsed
+
+
 def _score_batch(
     scorer: Scorer,
     completions: Sequence[Any],
@@ -619,12 +589,14 @@ def _score_batch(
     """Score a batch the way trl passes it; report the share of completions with each error kind via `log_metric`."""
     ids = kwargs.get("id")
     possible = possible_answers if possible_answers is not None else [None] * len(completions)
-    verdicts = [
-        scorer(parse_tool_calls(completion), make_gold(row_tools, row_answers, row_possible, _row_name(i, ids)))
-        for i, (completion, row_tools, row_answers, row_possible) in enumerate(
-            zip(completions, tools, answers, possible, strict=True)
-        )
-    ]
+    verdicts = []
+    last_row: tuple[Any, Any, Any] | None = None
+    for i, (completion, *row) in enumerate(zip(completions, tools, answers, possible, strict=True)):
+        # trl passes the completions of one prompt together: a row equal to the last one (a comparison, cheaper
+        # than hashing its columns again) reuses its gold.
+        if row != last_row:
+            gold, last_row = make_gold(*row, row=_row_name(i, ids)), row
+        verdicts.append(scorer(_parse(completion, gold), gold))
     log_metric = kwargs.get("log_metric")
     if log_metric is not None and verdicts:
         counts = Counter(kind for verdict in verdicts for kind in set(verdict.errors))
@@ -717,4 +689,4 @@ def get_reward_funcs(names: Sequence[str]) -> list[Callable[..., list[float]]]:
 
 def score_completion(reward: str, completion: Any, gold: Gold) -> Verdict:
     """Score one completion against one prepared gold row under a named reward (used by scoring and eval)."""
-    return REWARDS[reward].scorer(parse_tool_calls(completion), gold)
+    return REWARDS[reward].scorer(_parse(completion, gold), gold)

@@ -597,7 +597,11 @@ def test_convert_fails_when_nothing_converts(tmp_path: Path, capsys: pytest.Capt
     ("args", "message"),
     [
         (["--from", "xlam", "{tmp}/missing.json"], "grpo-tools convert: {tmp}/missing.json: no such file"),
-        (["--from", "bfcl", str(BFCL_PARALLEL)], "--from bfcl needs --answers"),
+        (
+            ["--from", "bfcl", "{tmp}/BFCL_v3_parallel.json"],
+            "no possible-answer file at {tmp}/possible_answer/BFCL_v3_parallel.json",
+        ),
+        (["--from", "bfcl", "no_such_category"], "no_such_category: no such BFCL category in"),
         (["--from", "bfcl", str(BFCL_PARALLEL), "--answers", "{tmp}/nope.json"], "{tmp}/nope.json: no such file"),
         (["--from", "bfcl", "{tmp}/BFCL_v3_multi_turn_base.json"], "has no gold calls to convert"),
         (["--from", "openai", str(SOURCES / "openai.jsonl"), "-o", "{tmp}/file/out.jsonl"], "cannot be written"),
@@ -607,6 +611,7 @@ def test_convert_bad_input_gives_one_message_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
     (tmp_path / "file").write_text("")
+    (tmp_path / "BFCL_v3_parallel.json").write_text(BFCL_PARALLEL.read_text())  # no possible_answer/ beside it
     args = [arg.format(tmp=tmp_path) for arg in args]
     if "-o" not in args:
         args += ["--output", str(tmp_path / "out.jsonl")]
@@ -650,3 +655,48 @@ def test_convert_help_lists_every_registered_format(capsys: pytest.CaptureFixtur
     assert "{" + ",".join(CONVERTERS) + "}" in help_text
     for name, converter in CONVERTERS.items():
         assert f"  {name:<8}  {converter.description}" in help_text
+
+
+def test_bfcl_finds_the_possible_answer_file_beside_the_questions(tmp_path: Path) -> None:
+    # BFCL's layout: possible_answer/<same file name> beside the question file; --answers is not needed.
+    output = tmp_path / "o.jsonl"
+    assert main(["convert", "--from", "bfcl", str(BFCL_PARALLEL), "-o", str(output)]) == 0
+    assert [row["id"] for _, row in read_jsonl(output)] == ["parallel_0", "parallel_1"]
+
+
+def test_bfcl_category_name_reads_the_installed_package(tmp_path: Path) -> None:
+    pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (`make install` installs it)")
+    output = tmp_path / "simple.jsonl"
+    assert main(["convert", "--from", "bfcl", "simple_python", "--output", str(output)]) == 0
+    rows = [row for _, row in read_jsonl(output)]
+    assert len(rows) == 400 and rows[0]["id"] == "simple_python_0" and rows[0]["category"] == "simple"
+    assert main(["convert", "--from", "bfcl", "live_irrelevance", "--output", str(output)]) == 0
+    assert {row["category"] for _, row in read_jsonl(output)} == {"irrelevance"}
+
+
+def test_bfcl_gold_answers_hold_plain_values_inside_lists_of_objects() -> None:
+    # live_multiple_63-25-0 and live_multiple_121-46-0: acceptable-value lists inside objects, inside lists of
+    # objects; inside an acceptable object the values are plain (BFCL compares one level deep).
+    tool = {
+        "name": "order",
+        "parameters": {
+            "type": "dict",
+            "required": ["items"],
+            "properties": {
+                "items": {"type": "array", "items": {"type": "dict"}},
+                "ego": {
+                    "type": "dict",
+                    "properties": {"position": {"type": "dict"}, "orientation": {"type": "float"}},
+                },
+            },
+        },
+    }
+    row = {"id": "o-1", "question": [[{"role": "user", "content": "Order."}]], "function": [tool]}
+    truth = {"o-1": {"id": "o-1", "ground_truth": [{"order": {
+        "items": [[{"item": ["burgers"], "quantity": [5]}, {"item": ["chicken wings", "wings"], "quantity": ["", 6]}]],
+        "ego": [{"position": [{"lateral": 10.5, "longitudinal": 50}], "orientation": [30]}]}}]}}  # fmt: skip
+    result = convert_rows("bfcl", [row], ground_truth=truth, category="simple")
+    assert result.failures == []
+    assert result.rows[0]["answers"] == [{"name": "order", "arguments": {
+        "items": [{"item": "burgers", "quantity": 5}, {"item": "chicken wings", "quantity": 6}],
+        "ego": {"position": {"lateral": 10.5, "longitudinal": 50}, "orientation": 30}}}]  # fmt: skip

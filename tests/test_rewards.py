@@ -286,12 +286,61 @@ def test_tool_bfcl(completion, answers, possible, expected):
     assert score("tool_bfcl", completion, answers, possible) == expected
 
 
-def test_tool_bfcl_pairing_finds_a_perfect_matching_that_greedy_misses():
-    # The first prediction fits both gold entries; taking the first fit would strand the second prediction.
+@pytest.mark.parametrize(
+    ("arguments", "possible", "expected"),
+    [
+        # `is_variable`: acceptable values of another type than the schema's (simple_python_307 lists `true` for a
+        # string parameter) accept that type, compared exactly; the schema's own type is compared exactly too.
+        ({"city": True}, {"city": [True]}, 1.0),
+        ({"city": "true"}, {"city": [True]}, 0.0),
+        ({"city": 1}, {"city": [True]}, 0.0),
+        # strings: "" among the acceptable values also accepts any string that normalises to "" ("-", " ")
+        ({"city": "Lyon", "unit": "-"}, {"city": ["Lyon"], "unit": ["celsius", ""]}, 1.0),
+        # BFCL reads ' as " in strings
+        ({"city": "L'yon"}, {"city": ['L"yon']}, 1.0),
+        # a number parameter accepts an integer (BFCL converts it to a float first)
+        ({"city": "A", "lat": 2}, {"city": ["A"], "lat": [2.0]}, 1.0),
+    ],
+)
+def test_tool_bfcl_quirks(arguments, possible, expected):
+    call = {"name": "get_weather", "arguments": arguments}
+    assert score("tool_bfcl", hermes(call), [call], [{"get_weather": possible}]).score == expected
+
+
+def test_tool_bfcl_list_of_objects_compares_each_object_in_order():
+    possible = [
+        {"book_room": {"room": ["A"], "people": [[{"name": ["Ann"], "age": [30, ""]}, {"name": ["Bob"]}], ""]}}
+    ]
+    book = function(
+        "book_room", {"room": {"type": "string"}, "people": {"type": "array", "items": {"type": "object"}}}
+    )
+    gold = [{"name": "book_room", "arguments": {"room": "A", "people": [{"name": "Ann"}, {"name": "Bob"}]}}]
+    right = {"name": "book_room", "arguments": {"room": "a", "people": [{"name": "ann"}, {"name": "BOB"}]}}
+    swapped = {"name": "book_room", "arguments": {"room": "A", "people": [{"name": "Bob"}, {"name": "Ann"}]}}
+    empty = {"name": "book_room", "arguments": {"room": "A", "people": []}}  # "" accepts the empty list
+    assert [score("tool_bfcl", hermes(c), gold, possible, tools=[book]).score for c in (right, swapped, empty)] == [
+        1.0,
+        0.0,
+        1.0,
+    ]
+
+
+def test_tool_bfcl_pairs_first_fit_as_bfcl_does_while_exact_pairs_optimally():
+    # The first call fits both gold entries. BFCL gives it to the first entry (`parallel_function_checker_no_order`),
+    # which strands the second call; the same calls in the other order pair up.
     possible = [{"get_weather": {"city": ["Lyon", "Paris"], "unit": ["celsius", ""]}},
                 {"get_weather": {"city": ["Lyon"], "unit": ["celsius", ""]}}]  # fmt: skip
-    completion = '[get_weather(city="Lyon"), get_weather(city="Paris")]'
-    assert score("tool_bfcl", completion, [LYON, PARIS], possible) == Verdict(1.0)
+    lyon, paris = (
+        {"name": "get_weather", "arguments": {"city": "Lyon"}},
+        {"name": "get_weather", "arguments": {"city": "Paris"}},
+    )
+    assert score("tool_bfcl", hermes(lyon, paris), [PARIS, LYON], possible) == Verdict(0.0, ("wrong_value",))
+    assert score("tool_bfcl", hermes(paris, lyon), [PARIS, LYON], possible) == Verdict(1.0)
+    gold = [
+        {"name": "get_weather", "arguments": {"city": "Paris"}},
+        {"name": "get_weather", "arguments": {"city": "Lyon"}},
+    ]
+    assert score("tool_exact", hermes(lyon, paris), gold) == Verdict(1.0)
 
 
 def test_tool_bfcl_reads_bfcl_style_tool_definitions():
@@ -317,7 +366,15 @@ def test_tool_bfcl_reads_bfcl_style_tool_definitions():
     [("I can't help with that using these tools.", 1.0), (hermes(LYON), 0.0), ("<tool_call>{", 0.0)],
 )
 def test_irrelevance_rows_reward_calling_nothing_in_every_reward(reward, completion, expected):
+    if reward == "tool_bfcl" and completion == "<tool_call>{":
+        expected = 1.0  # BFCL: an output that does not decode is no call (`_evaluate_single_relevance_entry`)
     assert score(reward, completion, []).score == expected
+
+
+def test_tool_bfcl_counts_an_undecodable_output_as_no_call_where_none_is_right():
+    assert score("tool_bfcl", hermes(LYON) + "<tool_call>{", []) == Verdict(1.0)
+    assert score("tool_bfcl", hermes(LYON), []) == Verdict(0.0, ("unexpected_call",))
+    assert score("tool_bfcl", hermes(LYON) + "<tool_call>{", [LYON]) == Verdict(0.0, ("parse_error",))
 
 
 @pytest.mark.parametrize("reward", list(REWARDS))
@@ -447,3 +504,26 @@ def test_argument_checks_count_a_left_out_argument_as_wrong_and_follow_the_numbe
 )
 def test_argument_checks_are_empty_without_a_call_to_a_gold_tool(completion, answers):
     assert checks(completion, answers) == []
+
+
+@pytest.mark.parametrize("wrapped", [True, False])
+def test_qwen3_coder_calls_are_cast_by_the_schema_inside_tool_call_too(wrapped):
+    # Qwen3-Coder writes its XML inside <tool_call>; each value is text until the tool's schema casts it.
+    xml = (
+        "<function=book_room>\n<parameter=room>\nA 12\n</parameter>\n<parameter=people>\n"
+        '["Ann", "Bob"]\n</parameter>\n<parameter=scores>\n[1.5, 2.0]\n</parameter>\n<parameter=urgent>\n'
+        'true\n</parameter>\n<parameter=details>\n{"location": "Room 2", "duration": 30}\n</parameter>\n'
+        "</function>\n<function=set_timer>\n<parameter=minutes>\n-7\n</parameter>\n<parameter=label>\n"
+        "10\n</parameter>\n</function>"
+    )
+    completion = f"<tool_call>\n{xml}\n</tool_call>" if wrapped else xml
+    book = {"room": "A 12", "people": ["Ann", "Bob"], "scores": [1.5, 2.0], "urgent": True,
+            "details": {"location": "Room 2", "duration": 30}}  # fmt: skip
+    gold = [
+        {"name": "book_room", "arguments": book},
+        {"name": "set_timer", "arguments": {"minutes": -7, "label": "10"}},
+    ]
+    for reward in ("tool_exact", "tool_bfcl", "tool_schema", "tool_partial"):
+        assert score(reward, completion, gold) == Verdict(1.0), reward
+    wrong = completion.replace("\n-7\n", "\n8\n")
+    assert score("tool_exact", wrong, gold).score == 0.0

@@ -1,0 +1,310 @@
+"""BFCL's AST rules (the Berkeley Function Calling Leaderboard's `ast_checker`, bfcl-eval 2026.3.23), for `tool_bfcl`.
+
+BFCL's checker is the definition: every rule here, quirks included, is there because BFCL's code has it, and the
+comments cite the function of `bfcl_eval/eval_checker/ast_eval/ast_checker.py` it comes from. A row's gold is
+prepared once (`prepare_bfcl`): the types BFCL checks, the acceptable values already normalised, and which
+parameters must be given; `check_bfcl` then pairs a completion's calls with it.
+
+The one gold that BFCL's data never has is a tool schema outside BFCL's type names (`anyOf`, type lists): there a
+value of any declared type is accepted, and an untyped parameter is BFCL's `any`, which BFCL checks as a string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from grpo_tools.calls import ToolCall
+
+
+__all__ = ["BfclCall", "check_bfcl", "check_bfcl_irrelevance", "prepare_bfcl", "standardize"]
+
+# JSON Schema type -> the Python type BFCL checks (`PYTHON_TYPE_MAPPING`: float for number, dict for object).
+_PYTHON_TYPES: dict[str, type] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+    "null": type(None),
+}
+# `standardize_string`: delete spaces and ,./-_*^, lowercase, and read ' as ".
+_STANDARD = str.maketrans({**dict.fromkeys(" ,./-_*^"), "'": '"'})
+
+
+def standardize(text: str) -> str:
+    """BFCL's string normalisation (`standardize_string`).
+
+    >>> standardize("New York, NY")
+    'newyorkny'
+    """
+    return text.translate(_STANDARD).lower()
+
+
+def _standard(value: Any) -> Any:
+    return value.translate(_STANDARD).lower() if type(value) is str else value
+
+
+def _kinds(schema: Any) -> tuple[type, ...]:
+    """The Python types BFCL would accept for a schema; BFCL's `any` (no type) is checked as a string."""
+    declared = schema.get("type") if isinstance(schema, dict) else None
+    if isinstance(declared, str):
+        declared = [declared]
+    if isinstance(declared, list):
+        kinds = tuple(_PYTHON_TYPES[name] for name in declared if name in _PYTHON_TYPES)
+        return kinds or (str,)
+    members = schema.get("anyOf") if isinstance(schema, dict) else None
+    if isinstance(members, list) and members:
+        kinds = tuple(kind for member in members for kind in _kinds(member))
+        return tuple(dict.fromkeys(kinds))
+    return (str,)
+
+
+def _first_type(options: Sequence[Any]) -> type | None:
+    """`get_possible_answer_type`: the type of the first acceptable value that is not "" (None when all are "")."""
+    for option in options:
+        if option != "":
+            return type(option)
+    return None
+
+
+def _standard_list(option: Any) -> list[Any] | None:
+    """An acceptable value as `list_checker` normalises it: strings in it standardised, one level deep. A string is
+    read character by character and "" becomes [] (BFCL iterates `range(len(option))`); other values, which make
+    BFCL raise, match nothing."""
+    if isinstance(option, list | str):
+        return [_standard(element) for element in option]
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _DictOption:
+    """One acceptable object (`dict_checker`): each key's acceptable values standardised, and the keys that must be
+    given (their list lacks "")."""
+
+    values: dict[str, list[Any]]
+    required: tuple[str, ...]
+
+    def matches(self, value: dict[str, Any]) -> bool:
+        for key, given in value.items():
+            options = self.values.get(key)
+            if options is None or _standard(given) not in options:
+                return False
+        return all(key in value for key in self.required)
+
+
+def _dict_option(option: Any) -> _DictOption | None:
+    """Prepare one acceptable object; None for "" (which `dict_checker` skips) and for values BFCL cannot read."""
+    if not isinstance(option, dict) or not all(isinstance(values, list | str) for values in option.values()):
+        return None
+    values = {key: [_standard(value) for value in options] for key, options in option.items()}
+    # `"" not in options` on a string is always False ("" is in every string): such a key is optional.
+    required = tuple(key for key, options in option.items() if isinstance(options, list) and "" not in options)
+    return _DictOption(values, required)
+
+
+@dataclass(frozen=True, slots=True)
+class _Param:
+    """One parameter of one gold call, prepared: what `simple_function_checker` checks of its value."""
+
+    kinds: tuple[type, ...]  # the types the schema allows
+    items: tuple[type, ...] | None  # for arrays, the element types (`nested_type_converted`)
+    options: list[Any]  # the acceptable values as given
+    answer_type: type | None  # `get_possible_answer_type`
+    is_variable: bool  # the acceptable values are of another type than the schema's
+    item_types: tuple[tuple[bool, type | None], ...]  # per option: whether it is a list, and its elements' type
+    strings: frozenset[str]  # standardised string options (`string_checker`)
+    lists: tuple[list[Any], ...]  # standardised list options (`list_checker`)
+    dicts: tuple[_DictOption | None, ...]  # prepared object options, None where "" (`dict_checker`)
+    list_dicts: tuple[tuple[_DictOption | None, ...], ...]  # per list option, its objects (`list_dict_checker`)
+
+    def error(self, value: Any) -> str | None:
+        """Why BFCL rejects a value, as a reward error kind; None when it accepts it."""
+        if float in self.kinds and type(value) is int:
+            value = float(value)  # "Allow python auto conversion from int to float"
+        kind = type(value)
+        # `type_checker`: the schema's type, or (`is_variable`) the type of the acceptable values.
+        if kind in self.kinds:
+            if kind is list and self.items is not None and not self._items_ok(value):
+                return "wrong_type"
+            variable = self.is_variable
+        elif kind is self.answer_type:
+            variable = True
+        else:
+            return "wrong_type"
+        # `simple_function_checker`: a "variable" is compared as is; otherwise by the checker for its type.
+        if variable:
+            matched = value in self.options
+        elif kind is dict:
+            matched = any(option is not None and option.matches(value) for option in self.dicts)
+        elif kind is list and self.items == (dict,):
+            matched = any(self._list_dict_matches(value, option) for option in self.list_dicts)
+        elif kind is str:
+            matched = _standard(value) in self.strings
+        elif kind is list:
+            matched = [_standard(element) for element in value] in self.lists
+        else:
+            matched = value in self.options
+        return None if matched else "wrong_value"
+
+    def _items_ok(self, value: list[Any]) -> bool:
+        """`type_checker`'s one-level check of array elements: some acceptable value is not a list (BFCL then checks
+        nothing), or every element has the element type or the type of that list's first acceptable element."""
+        for is_list, element_type in self.item_types:
+            if not is_list:
+                return True
+            if all(type(element) in self.items or type(element) is element_type for element in value):
+                return True
+        return False
+
+    @staticmethod
+    def _list_dict_matches(value: list[Any], option: tuple[_DictOption | None, ...]) -> bool:
+        """`list_dict_checker`: as many objects as the acceptable list, each matching its own, in order."""
+        if len(value) != len(option):
+            return False
+        return all(
+            isinstance(element, dict) and prepared is not None and prepared.matches(element)
+            for element, prepared in zip(value, option, strict=True)
+        )
+
+
+def _param(schema: Any, options: list[Any]) -> _Param:
+    """Prepare one parameter; only what its types can use (this runs once per distinct row, but for rows given as
+    Python lists rather than JSON strings, once per completion)."""
+    kinds = _kinds(schema)
+    items = _kinds(schema["items"]) if list in kinds and isinstance(schema.get("items"), dict) else None
+    answer_type = _first_type(options)
+    lists: tuple[list[Any], ...] = ()
+    list_dicts: tuple[tuple[_DictOption | None, ...], ...] = ()
+    if list in kinds:
+        lists = tuple(prepared for prepared in map(_standard_list, options) if prepared is not None)
+        # `list_dict_checker` compares lengths first, so "" (length 0) accepts exactly the empty list.
+        list_dicts = tuple(
+            tuple(_dict_option(element) for element in option) if isinstance(option, list) else ()
+            for option in options
+            if option == "" or isinstance(option, list)
+        )
+    return _Param(
+        kinds=kinds,
+        items=items,
+        options=options,
+        answer_type=answer_type,
+        is_variable=answer_type is not None and answer_type not in kinds,
+        item_types=()
+        if items is None
+        else tuple((True, _first_type(option)) if type(option) is list else (False, None) for option in options),
+        strings=frozenset(standardize(option) for option in options if type(option) is str)
+        if str in kinds
+        else frozenset(),
+        lists=lists,
+        dicts=tuple(_dict_option(option) for option in options if option != "") if dict in kinds else (),
+        list_dicts=list_dicts,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BfclCall:
+    """One gold call prepared for BFCL's checker: the tool's name, the parameters the tool requires, the parameters
+    whose acceptable values lack "" (they must be given too), and each parameter both declared and acceptable."""
+
+    name: str
+    required: tuple[str, ...]
+    non_optional: tuple[str, ...]
+    params: dict[str, _Param]
+    # Parameters of one type whose acceptable values are of that type, and hashable: a value of that type is right
+    # when it is among them (standardised, for strings: `string_checker`; else `value in options`).
+    exact: dict[str, tuple[type, frozenset[Any]]]
+
+    def error(self, call: ToolCall) -> str | None:
+        """`simple_function_checker`: why BFCL rejects this call for this gold call; None when it accepts it."""
+        if call.name != self.name:
+            return "wrong_name"
+        arguments = call.arguments
+        for name in self.required:
+            if name not in arguments:
+                return "missing_argument"
+        params, exact = self.params, self.exact
+        for name, value in arguments.items():
+            # The common case, inline: a value of the parameter's one type, among values of that type.
+            kind, accepted = exact.get(name, _NO_EXACT)
+            if type(value) is kind:
+                if (value.translate(_STANDARD).lower() if kind is str else value) not in accepted:
+                    return "wrong_value"
+                continue
+            param = params.get(name)
+            if param is None:
+                return "unexpected_argument"
+            error = param.error(value)
+            if error is not None:
+                return error
+        for name in self.non_optional:
+            if name not in arguments:
+                return "missing_argument"
+        return None
+
+
+def prepare_bfcl(
+    name: str, acceptable: dict[str, list[Any]], properties: dict[str, Any] | None, required: Sequence[str]
+) -> BfclCall:
+    """Prepare one gold call: its possible-answer entry and its tool's parameter schemas (None when the tool is not
+    offered: then every given parameter is unexpected)."""
+    properties = properties or {}
+    params = {key: _param(properties[key], options) for key, options in acceptable.items() if key in properties}
+    return BfclCall(
+        name=name,
+        required=tuple(required),
+        non_optional=tuple(key for key, options in acceptable.items() if "" not in options),
+        params=params,
+        exact={key: exact for key, param in params.items() if (exact := _exact(param)) is not None},
+    )
+
+
+_NO_EXACT: tuple[None, frozenset[Any]] = (None, frozenset())
+
+
+def _exact(param: _Param) -> tuple[type, frozenset[Any]] | None:
+    """What `BfclCall.error` checks inline for a parameter, when its one type is a string, integer or boolean (a
+    float would need the int conversion), and its acceptable values are of that type (not `is_variable`)."""
+    if len(param.kinds) != 1 or param.kinds[0] not in (str, int, bool) or param.is_variable:
+        return None
+    if param.kinds[0] is str:
+        return str, param.strings
+    if not all(type(option) in (str, int, bool) for option in param.options):
+        return None
+    return param.kinds[0], frozenset(param.options)
+
+
+def check_bfcl(calls: Sequence[ToolCall], gold: Sequence[BfclCall]) -> str | None:
+    """BFCL's verdict on decoded calls, as the error kind of the first failure (None when correct).
+
+    Counts must be equal; then, taking the gold calls in order, each pairs with the first unused call it accepts
+    (`parallel_function_checker_no_order`: first fit, so a call that fits two gold calls goes to the earlier one even
+    where another pairing would accept all). With one gold call this is `simple_function_checker`, as BFCL's simple
+    and multiple checkers run it."""
+    if len(calls) != len(gold):
+        return "wrong_count"
+    if len(gold) == 1:
+        return gold[0].error(calls[0])
+    used = [False] * len(calls)
+    for expected in gold:
+        errors = []
+        for index, call in enumerate(calls):
+            if used[index]:
+                continue
+            error = expected.error(call)
+            if error is None:
+                used[index] = True
+                break
+            errors.append(error)
+        else:
+            # Report the reason of a call to the right tool, when there is one.
+            return next((error for error in errors if error != "wrong_name"), "wrong_name")
+    return None
+
+
+def check_bfcl_irrelevance(num_calls: int, decoded: bool) -> bool:
+    """BFCL's verdict where no call is right (`_evaluate_single_relevance_entry`): correct unless the output decodes
+    to at least one call; an output that fails to decode counts as no call."""
+    return not decoded or num_calls == 0
