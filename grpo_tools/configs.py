@@ -6,6 +6,7 @@ command line (`--learning_rate 1e-5`). There is no other configuration surface.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -15,7 +16,26 @@ from grpo_tools.grpo import KL_CONTROLLERS
 from grpo_tools.rewards import REWARDS
 
 
-__all__ = ["ConfigError", "ModelConfig", "ToolGRPOConfig", "ToolScriptArguments"]
+__all__ = ["ConfigError", "ModelConfig", "ToolGRPOConfig", "ToolScriptArguments", "cpu_has_native_bf16"]
+
+logger = logging.getLogger(__name__)
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes in bfloat16 natively (avx512_bf16 or AMX), where bf16 autocast pays; Linux only
+    (elsewhere False: we do not know)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            flags = next((line for line in handle if line.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 class ConfigError(ValueError):
@@ -91,6 +111,11 @@ class ToolGRPOConfig(GRPOConfig):
             # bf16 where it can run, full precision elsewhere (a recipe that sets `bf16` is taken at its word).
             self.bf16 = not self.use_cpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
         super().__post_init__()
+        if self.bf16 and (self.use_cpu or not _cuda_available()) and not cpu_has_native_bf16():
+            logger.warning(
+                "bf16 on a CPU without avx512_bf16 or AMX is emulated: a forward and backward pass of SmolLM2-135M "
+                "took ten times longer than in float32 on such a CPU; set bf16: false"
+            )
         unknown = [name for name in self.reward_funcs if name not in REWARDS]
         if unknown:
             raise ConfigError(f"unknown reward_funcs {unknown}; choose from {', '.join(REWARDS)}")
@@ -148,6 +173,20 @@ class ToolScriptArguments(ScriptArguments):
         metadata={
             "help": "Supervised warm start before GRPO (trl SFTTrainer on the gold calls), in epochs; 0 skips it. "
             "Teaches a model that does not know the call format yet, so that rewards are not all zero."
+        },
+    )
+    warmup_sft_data: str | None = field(
+        default=None,
+        metadata={
+            "help": "Rows the warm start trains on (a canonical JSONL file or a Hugging Face dataset); default: the "
+            "GRPO training rows (`dataset_name`)."
+        },
+    )
+    warmup_sft_peft: bool = field(
+        default=False,
+        metadata={
+            "help": "Warm start a LoRA adapter (the recipe's `lora_*` settings) and merge it into the weights, "
+            "instead of fine-tuning every weight: less memory and time on a CPU."
         },
     )
     warmup_sft_learning_rate: float = field(default=2e-3, metadata={"help": "Learning rate of the warm start."})

@@ -26,6 +26,8 @@ __all__ = [
     "call_split",
     "generate_rows",
     "main",
+    "parallel_request",
+    "single_request",
     "write_bundled_data",
     "write_splits",
 ]
@@ -336,7 +338,7 @@ _TEMPLATES = {
 }
 
 
-def _single_call(rng: random.Random, name: str, split: str) -> tuple[str, list[Arguments]]:
+def single_request(rng: random.Random, name: str, split: str) -> tuple[str, list[Arguments]]:
     """A request for one call to `name` whose combination belongs to `split` (rejection sampling)."""
     template = _TEMPLATES[name]
     while True:
@@ -345,7 +347,7 @@ def _single_call(rng: random.Random, name: str, split: str) -> tuple[str, list[A
             return template.phrase(rng, arguments), [arguments]
 
 
-def _parallel_calls(rng: random.Random, name: str, split: str) -> tuple[str, list[Arguments]]:
+def parallel_request(rng: random.Random, name: str, split: str) -> tuple[str, list[Arguments]]:
     """A request for two distinct calls to `name`, both owned by `split`."""
     template = _TEMPLATES[name]
     while True:
@@ -370,18 +372,18 @@ def _row(rng: random.Random, split: str, category: str) -> dict[str, Any]:
     others = [name for name in names if name != target]
     if category == "simple":
         offered = [target]
-        text, calls = _single_call(rng, target, split)
+        text, calls = single_request(rng, target, split)
     elif category == "multiple":
         offered = [target, *rng.sample(others, rng.randint(1, 2))]
         rng.shuffle(offered)
-        text, calls = _single_call(rng, target, split)
+        text, calls = single_request(rng, target, split)
     elif category == "parallel":
         offered = [target]
-        text, calls = _parallel_calls(rng, target, split)
+        text, calls = parallel_request(rng, target, split)
     else:
         # Half the irrelevant requests ask for a tool that is not on offer, so the model must read the tool list.
         offered = rng.sample(others, rng.randint(1, 3))
-        text = _single_call(rng, target, split)[0] if rng.random() < 0.5 else rng.choice(UNRELATED_REQUESTS)
+        text = single_request(rng, target, split)[0] if rng.random() < 0.5 else rng.choice(UNRELATED_REQUESTS)
         calls = []
     return {
         "messages": [{"role": "user", "content": text}],

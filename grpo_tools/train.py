@@ -21,12 +21,20 @@ logger = logging.getLogger(__name__)
 
 
 def warm_start(
-    model_path: str, tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any, output_dir: str
+    model_path: str,
+    tokenizer: Any,
+    rows: list[dict],
+    script_args: Any,
+    training_args: Any,
+    output_dir: str,
+    model_args: Any = None,
 ) -> str:
     """Supervised fine-tuning on the gold answers (trl SFTTrainer), so the model knows the call format before GRPO;
-    returns the folder of the warmed-up model."""
-    from trl import SFTConfig, SFTTrainer
+    returns the folder of the warmed-up model. With `warmup_sft_peft`, a LoRA adapter built from `model_args` is
+    trained and merged into the weights, so the folder holds a plain model either way."""
+    from trl import SFTConfig, SFTTrainer, get_peft_config
 
+    from grpo_tools.configs import ConfigError
     from grpo_tools.prompts import sft_dataset
 
     config = SFTConfig(
@@ -45,11 +53,23 @@ def warm_start(
         completion_only_loss=True,
         disable_tqdm=training_args.disable_tqdm,
     )
+    peft_config = None
+    if script_args.warmup_sft_peft:
+        if model_args is None or not model_args.use_peft:
+            raise ConfigError("warmup_sft_peft needs the LoRA settings of the recipe: set use_peft: true")
+        peft_config = get_peft_config(model_args)
     trainer = SFTTrainer(
-        model=model_path, args=config, train_dataset=sft_dataset(rows, tokenizer), processing_class=tokenizer
+        model=model_path,
+        args=config,
+        train_dataset=sft_dataset(rows, tokenizer),
+        processing_class=tokenizer,
+        peft_config=peft_config,
     )
     trainer.train()
-    trainer.save_model(output_dir)
+    if peft_config is not None:
+        trainer.accelerator.unwrap_model(trainer.model).merge_and_unload().save_pretrained(output_dir)
+    else:
+        trainer.save_model(output_dir)
     tokenizer.save_pretrained(output_dir)
     return output_dir
 
@@ -220,10 +240,11 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
     resuming = bool(resume)
     warm_path = os.path.join(training_args.output_dir, "warmup")
     if script_args.warmup_sft_epochs > 0:
+        warm_rows = load_rows(script_args.warmup_sft_data) if script_args.warmup_sft_data else train_rows
         model_path = (
             warm_path
             if resuming and os.path.isdir(warm_path)
-            else warm_start(model_path, tokenizer, train_rows, script_args, training_args, warm_path)
+            else warm_start(model_path, tokenizer, warm_rows, script_args, training_args, warm_path, model_args)
         )
     if training_args.model_init_kwargs is None:
         training_args.model_init_kwargs = {"dtype": model_args.dtype or "auto"}
