@@ -140,6 +140,10 @@ def write_run_info(
         "command": shlex.join(["grpo-tools", "train", *(argv or [])]),
         "base_model": model_args.model_name_or_path,
         "warm_start_epochs": script_args.warmup_sft_epochs,
+        "warm_start_data": (script_args.warmup_sft_data or script_args.dataset_name)
+        if script_args.warmup_sft_epochs > 0
+        else None,
+        "warm_start_lora": bool(script_args.warmup_sft_peft) if script_args.warmup_sft_epochs > 0 else None,
         "dataset": script_args.dataset_name,
         "eval_data": script_args.eval_data,
         "reward_funcs": list(training_args.reward_funcs),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+import torch
 import yaml
 
 from grpo_tools.cli import main as cli
@@ -121,6 +122,10 @@ def test_two_processes_feed_their_controllers_the_same_kl(tiny_model_dir, small_
         ({"push_to_hub": True}, "push_to_hub needs hub_model_id"),
         ({"push_to_hub": True, "hub_model_id": "no-owner"}, "hub_model_id: repo id 'no-owner': expected owner/name"),
         ({"push_to_hub": True, "hub_model_id": "me/run"}, "push_to_hub: no Hugging Face token"),
+        (
+            {"use_peft": False, "warmup_sft_peft": True, "warmup_sft_epochs": 1},
+            "warmup_sft_peft needs the LoRA settings of the recipe",
+        ),
     ],
 )
 def test_bad_recipes_get_one_clear_message(tiny_model_dir, small_data, tmp_path, overrides, message):
@@ -212,3 +217,35 @@ def test_run_info_records_the_provenance_of_a_converted_base(tiny_model_dir, sma
     info = json.loads((tmp_path / "run" / "run_info.json").read_text())
     assert info["base_model"] == str(base)
     assert info["base_provenance"] == (asdict(provenance) if converted else None)
+
+
+def test_a_lora_warm_start_on_its_own_rows_leaves_a_plain_merged_model(tiny_model_dir, small_data, tmp_path):
+    """`warmup_sft_data` and `warmup_sft_peft`: the warm start trains a LoRA adapter on its own rows and merges it, so
+    GRPO starts from a plain model folder whose weights moved, and run_info says what the warm start saw."""
+    from safetensors.torch import load_file
+
+    warm_rows = tmp_path / "warm.jsonl"
+    warm_rows.write_text("".join(Path(small_data["train"]).read_text().splitlines(keepends=True)[:8]))
+    recipe = write_recipe(
+        tmp_path / "r.yaml",
+        tiny_model_dir,
+        small_data["train"],
+        tmp_path / "out",
+        warmup_sft_epochs=1,
+        warmup_sft_peft=True,
+        warmup_sft_data=str(warm_rows),
+        warmup_sft_learning_rate=1e-2,
+        warmup_sft_batch_size=4,
+        max_steps=1,
+    )
+    assert cli(["train", "--config", recipe]) == 0
+    warm = tmp_path / "out" / "warmup"
+    assert (warm / "model.safetensors").is_file() and not (warm / "adapter_config.json").exists()
+    base = load_file(Path(tiny_model_dir, "model.safetensors"))
+    merged = load_file(warm / "model.safetensors")
+    assert set(merged) == set(base)  # no LoRA tensors left behind
+    assert any(not torch.equal(merged[name], base[name]) for name in base if name.endswith("q_proj.weight"))
+    info = json.loads((tmp_path / "out" / "run_info.json").read_text())
+    assert info["warm_start_data"] == str(warm_rows) and info["warm_start_lora"] is True
+    adapter = json.loads((tmp_path / "out" / "adapter_config.json").read_text())
+    assert adapter["base_model_name_or_path"] == str(warm)

@@ -172,3 +172,19 @@ def test_configurations_that_cannot_work_are_named(settings, message, tmp_path):
 
 def test_fixed_coefficient_and_no_penalty_are_allowed(tmp_path):
     assert ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True, beta=0.0, adaptive_kl=False).beta == 0.0
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_bf16_on_a_cpu_without_native_bf16_is_warned_about(native, tmp_path, monkeypatch, caplog):
+    """bf16 autocast is emulated, and ten times slower, on a CPU without avx512_bf16 or AMX: say so."""
+    from grpo_tools import configs
+
+    monkeypatch.setattr(configs, "cpu_has_native_bf16", lambda: native)
+    with caplog.at_level("WARNING", logger="grpo_tools.configs"):
+        config = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=True)
+    assert config.bf16
+    assert ("set bf16: false" in caplog.text) is not native
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="grpo_tools.configs"):
+        assert not ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True).bf16  # unset: float32 on the CPU
+    assert "bf16" not in caplog.text
