@@ -1,8 +1,9 @@
 """The bundled task `make train` runs on SmolLM2: calls whose arguments need mapping, and requests no tool fits.
 
 The same five tools as `grpo_tools.synthetic`, in three splits with different jobs:
-- `warmup` (supervised warm start): literal requests only ("Convert 50 EUR to JPY", "a 20 minute timer") for one,
-  several and parallel calls. It teaches the call format and nothing else; it has no request that needs no call.
+- `warmup` (supervised warm start): literal requests ("Convert 50 EUR to JPY", "a 20 minute timer") for one,
+  several and parallel calls, and one row in eight that needs no call. It teaches the call format and that not
+  calling is a possible answer; it has no currency named in words and no timer given in hours.
 - `train` (GRPO): a quarter of the rows need no call (an unrelated request, or one for a tool that is not offered);
   a third of the call rows name currencies in words ("50 euros in yen" -> `EUR`, `JPY`) and give timers in hours
   ("an hour and a half" -> `minutes: 90`). The warm start never shows either: GRPO has to find them by sampling.
@@ -40,7 +41,7 @@ MAPPING_ROWS = {"warmup": 48, "train": 400, "eval": 80}
 MAPPING_SEED = 0
 # Category counts per 16 rows of each split.
 PLAN = {
-    "warmup": {"simple": 7, "multiple": 6, "parallel": 3},
+    "warmup": {"simple": 6, "multiple": 6, "parallel": 2, "irrelevance": 2},
     "train": {"simple": 5, "multiple": 5, "parallel": 2, "irrelevance": 4},
     "eval": {"simple": 5, "multiple": 5, "parallel": 2, "irrelevance": 4},
 }

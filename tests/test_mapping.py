@@ -1,6 +1,6 @@
 """The bundled mapping task (`grpo_tools.mapping`, what `make train` trains SmolLM2 on): the committed files are what
 the generator writes, and each split does the job data/README.md gives it: the warm start sees only literal requests
-that need a call, GRPO sees mapped and no-call requests, and the held-out split shares no call and no mapped or
+(and a few that need no call), GRPO sees mapped requests and many that need no call, and the held-out split shares no call and no mapped or
 unrelated phrasing with the others."""
 
 import json
@@ -42,16 +42,15 @@ def test_the_bundled_files_are_what_the_generator_writes(tmp_path):
 
 def test_each_split_has_its_size_and_categories(splits):
     assert {split: len(rows) for split, rows in splits.items()} == MAPPING_ROWS
-    assert {row["category"] for row in splits["warmup"]} == {"simple", "multiple", "parallel"}
+    assert sum(row["category"] == "irrelevance" for row in splits["warmup"]) == len(splits["warmup"]) // 8
     for split in ("train", "eval"):
         assert sum(row["category"] == "irrelevance" for row in splits[split]) == len(splits[split]) // 4
 
 
-def test_the_warm_start_sees_no_mapping_and_no_request_without_a_call(splits):
+def test_the_warm_start_sees_no_mapping(splits):
     names = [name for names in CURRENCY_NAMES.values() for name in names]
     for row in splits["warmup"]:
         text = row["messages"][0]["content"]
-        assert row["answers"], text
         assert not any(name in text for name in names), text
         assert not any(phrase in text for phrase in HOURS.values()), text
 
