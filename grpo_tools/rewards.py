@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from grpo_tools import fastjson
 from grpo_tools.bfcl import BfclCall, check_bfcl, check_bfcl_irrelevance, prepare_bfcl
 from grpo_tools.calls import ParseResult, ToolCall, parse_tool_calls
 
@@ -126,7 +127,7 @@ def _load_json(value: Any, field: str, row: str) -> Any:
     """Columns may hold JSON strings (datasets stores heterogeneous nested values that way)."""
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            return fastjson.loads(value)
         except ValueError as error:
             raise GoldError(f"{row}: {field} is a string but not valid JSON ({error})") from None
     return value
@@ -529,6 +530,7 @@ def score_partial(parsed: ParseResult, gold: Gold) -> Verdict:
 
 
 _RIGHT = Verdict(1.0)
+_WRONG = {kind: Verdict(0.0, (kind,)) for kind in ERROR_KINDS}  # one record per error kind, not per completion
 
 
 def _bfcl_gold(gold: Gold) -> tuple[BfclCall, ...]:
@@ -549,14 +551,16 @@ def score_bfcl(parsed: ParseResult, gold: Gold) -> Verdict:
     right, an output that does not parse counts as no call, as in BFCL. Binary."""
     if not gold.calls:
         if check_bfcl_irrelevance(len(parsed.calls), decoded=not parsed.errors):
-            return Verdict(1.0)
-        return Verdict(0.0, ("unexpected_call",))
-    if not parsed.attempted:
-        return Verdict(0.0, ("missed_call",))
+            return _RIGHT
+        return _WRONG["unexpected_call"]
     if parsed.errors:
         return Verdict(0.0, ("parse_error",) * len(parsed.errors))
-    error = check_bfcl(parsed.calls, _bfcl_gold(gold))
-    return _RIGHT if error is None else Verdict(0.0, (error,))
+    if not parsed.calls:
+        return _WRONG["missed_call"]
+    memo = gold._memo
+    prepared = memo["bfcl"] if "bfcl" in memo else _bfcl_gold(gold)
+    error = check_bfcl(parsed.calls, prepared)
+    return _RIGHT if error is None else _WRONG[error]
 
 
 # ---------------------------------------------------------------------------------------------------------------
