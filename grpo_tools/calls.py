@@ -186,17 +186,17 @@ def _strip_code_fence(text: str) -> str:
     return text.strip()
 
 
-def _parse_well_formed_hermes(text: str) -> Parsed | None:
+def _well_formed_hermes_calls(text: str) -> tuple[ToolCall, ...] | None:
     """The common case, read by orjson alone (see `grpo_tools.fastjson`): every block closed and holding exactly one
     `{"name", "arguments": {...}}` object. None for anything else, which the full reader below takes (a `</tool_call>`
     inside a string value cuts its block short, so it lands there too; so does a text orjson would read otherwise
     than `json`)."""
     blocks = text.split(_OPEN)
     if len(blocks) == 1:
-        return [], []
+        return ()
     if not orjson_reads_as_json(text):
         return None
-    calls: list[ToolCall] = []
+    calls = []
     for block in blocks[1:]:
         body, closed, _ = block.partition(_CLOSE)
         if not closed:
@@ -208,20 +208,23 @@ def _parse_well_formed_hermes(text: str) -> Parsed | None:
         if type(value) is not dict or "function" in value or "tool_calls" in value:
             return None
         name, arguments = value.get("name"), value.get("arguments")
-        if type(name) is not str or type(arguments) is not dict or not name.strip():
+        if type(name) is not str or type(arguments) is not dict:
+            return None
+        name = name.strip()
+        if not name:
             return None
         call = _new_record(ToolCall)
-        _set_name(call, name.strip())
+        _set_name(call, name)
         _set_arguments(call, arguments)
         calls.append(call)
-    return calls, []
+    return tuple(calls)
 
 
 def _parse_hermes(text: str, tools: Any = None) -> Parsed:
     """`<tool_call>{...}</tool_call>` blocks, with anything around them; Qwen3-Coder XML inside a block is read too."""
-    well_formed = _parse_well_formed_hermes(text)
+    well_formed = _well_formed_hermes_calls(text)
     if well_formed is not None:
-        return well_formed
+        return list(well_formed), []
     calls: list[ToolCall] = []
     errors: list[str] = []
     position = 0
@@ -532,10 +535,10 @@ def _detect(text: str) -> str | None:
 
 def _parse_text_auto(text: str, tools: Any) -> ParseResult:
     if "think>" not in text:  # the hot path of training: well-formed Hermes calls, read without detection
-        well_formed = _parse_well_formed_hermes(text)
-        if well_formed is not None and well_formed[0]:
-            result = _new_record(ParseResult)  # ParseResult(tuple(well_formed[0]), (), "hermes"), faster
-            _set_calls(result, tuple(well_formed[0]))
+        well_formed = _well_formed_hermes_calls(text)
+        if well_formed:
+            result = _new_record(ParseResult)  # ParseResult(well_formed, (), "hermes"), faster
+            _set_calls(result, well_formed)
             _set_errors(result, ())
             _set_format(result, "hermes")
             return result
