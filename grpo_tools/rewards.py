@@ -605,7 +605,8 @@ def _score_batch(
     """Score a batch the way trl passes it; report the share of completions with each error kind via `log_metric`."""
     ids = kwargs.get("id")
     possible = possible_answers if possible_answers is not None else [None] * len(completions)
-    verdicts = []
+    verdicts: list[Verdict] = []
+    append = verdicts.append
     last_row: tuple[Any, Any, Any] | None = None
     rows = zip(tools, answers, possible, strict=True)
     for i, (completion, row) in enumerate(zip(completions, rows, strict=True)):
@@ -613,7 +614,7 @@ def _score_batch(
         # than hashing its columns again) reuses its gold.
         if row != last_row:
             gold, last_row = make_gold(*row, row=_row_name(i, ids)), row
-        verdicts.append(scorer(_parse(completion, gold), gold))
+        append(scorer(_parse(completion, gold), gold))
     log_metric = kwargs.get("log_metric")
     if log_metric is not None and verdicts:
         counts = Counter(kind for verdict in verdicts for kind in set(verdict.errors))
