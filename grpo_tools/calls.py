@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from grpo_tools.fastjson import orjson_reads_as_json
+from grpo_tools.fastjson import DIGITS_AS_ZERO, NINETEEN_DIGITS
 
 
 __all__ = ["PARSERS", "ParseResult", "ToolCall", "load_json_or_literal", "parse_tool_calls"]
@@ -194,7 +194,10 @@ def _well_formed_hermes_calls(text: str) -> tuple[ToolCall, ...] | None:
     blocks = text.split(_OPEN)
     if len(blocks) == 1:
         return ()
-    if not orjson_reads_as_json(text):
+    try:  # `orjson_reads_as_json`, inline
+        if NINETEEN_DIGITS in text.encode().translate(DIGITS_AS_ZERO):
+            return None
+    except UnicodeEncodeError:
         return None
     calls = []
     for block in blocks[1:]:

@@ -17,18 +17,19 @@ from typing import Any
 import orjson
 
 
-__all__ = ["loads", "orjson_reads_as_json"]
+__all__ = ["DIGITS_AS_ZERO", "NINETEEN_DIGITS", "loads", "orjson_reads_as_json"]
 
-# Every digit read as "0", to look for a run of 19 (faster than a regular expression, which tries every position).
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_NINETEEN_DIGITS = b"0" * 19
+# Every digit read as "0", to look for a run of 19 (faster than a regular expression, which tries every position);
+# the Hermes reader in `calls` runs the same test inline.
+DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+NINETEEN_DIGITS = b"0" * 19
 
 
 def orjson_reads_as_json(text: str) -> bool:
     """Whether `orjson.loads(text)`, when it succeeds, gives what `json.loads(text)` gives: no run of 19 digits (an
     integer beyond 64 bits) and no lone surrogate. Where orjson fails, `json` may still read the text."""
     try:
-        return _NINETEEN_DIGITS not in text.encode().translate(_DIGITS_AS_ZERO)
+        return NINETEEN_DIGITS not in text.encode().translate(DIGITS_AS_ZERO)
     except UnicodeEncodeError:  # a lone surrogate
         return False
 
