@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from grpo_tools import fastjson
 from grpo_tools.bfcl import BfclCall, check_bfcl, check_bfcl_irrelevance, prepare_bfcl
 from grpo_tools.calls import ParseResult, ToolCall, parse_tool_calls
 
@@ -104,10 +105,7 @@ class Gold:
     def tool_list(self) -> list[Any]:
         """The offered tool definitions."""
         if "tools" not in self._memo:
-            tools = _load_json(self.tools, "tools", self.row)
-            if not isinstance(tools, list):
-                raise GoldError(f"{self.row}: tools must be a list of tool definitions")
-            self._memo["tools"] = tools
+            self._memo["tools"] = _tool_list(self.tools, self.row)
         return self._memo["tools"]
 
     def signature(self, name: str) -> Signature | None:
@@ -122,11 +120,18 @@ class Gold:
 # Reading gold rows and tools
 
 
+def _tool_list(tools: Any, row: str) -> list[Any]:
+    tools = _load_json(tools, "tools", row)
+    if not isinstance(tools, list):
+        raise GoldError(f"{row}: tools must be a list of tool definitions")
+    return tools
+
+
 def _load_json(value: Any, field: str, row: str) -> Any:
     """Columns may hold JSON strings (datasets stores heterogeneous nested values that way)."""
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            return fastjson.loads(value)
         except ValueError as error:
             raise GoldError(f"{row}: {field} is a string but not valid JSON ({error})") from None
     return value
@@ -529,17 +534,24 @@ def score_partial(parsed: ParseResult, gold: Gold) -> Verdict:
 
 
 _RIGHT = Verdict(1.0)
+_WRONG = {kind: Verdict(0.0, (kind,)) for kind in ERROR_KINDS}  # one record per error kind, not per completion
 
 
 def _bfcl_gold(gold: Gold) -> tuple[BfclCall, ...]:
-    if "bfcl" not in gold._memo:
+    memo = gold._memo
+    if "bfcl" not in memo:
+        # The tools are read here without being kept (unless another reward keeps them): the prepared calls are all
+        # that `score_bfcl` reads afterwards, and each object a cached row keeps is walked by every full garbage
+        # collection; at BFCL's sizes a parsed tool list is most of a row's objects.
+        tools = memo["tools"] if "tools" in memo else _tool_list(gold.tools, gold.row)
         prepared = []
         for name, acceptable in gold.possible:
-            signature = gold.signature(name)
+            key = "signature:" + name
+            signature = memo[key] if key in memo else _signature(tools, name, gold.row)
             properties, required = (signature.params, signature.required) if signature else (None, ())
             prepared.append(prepare_bfcl(name, acceptable, properties, sorted(required)))
-        gold._memo["bfcl"] = tuple(prepared)
-    return gold._memo["bfcl"]
+        memo["bfcl"] = tuple(prepared)
+    return memo["bfcl"]
 
 
 def score_bfcl(parsed: ParseResult, gold: Gold) -> Verdict:
@@ -549,14 +561,18 @@ def score_bfcl(parsed: ParseResult, gold: Gold) -> Verdict:
     right, an output that does not parse counts as no call, as in BFCL. Binary."""
     if not gold.calls:
         if check_bfcl_irrelevance(len(parsed.calls), decoded=not parsed.errors):
-            return Verdict(1.0)
-        return Verdict(0.0, ("unexpected_call",))
-    if not parsed.attempted:
-        return Verdict(0.0, ("missed_call",))
+            return _RIGHT
+        return _WRONG["unexpected_call"]
     if parsed.errors:
         return Verdict(0.0, ("parse_error",) * len(parsed.errors))
-    error = check_bfcl(parsed.calls, _bfcl_gold(gold))
-    return _RIGHT if error is None else Verdict(0.0, (error,))
+    if not parsed.calls:
+        return _WRONG["missed_call"]
+    memo = gold._memo
+    prepared = memo["bfcl"] if "bfcl" in memo else _bfcl_gold(gold)
+    calls = parsed.calls
+    # One gold call and one call: `simple_function_checker` alone (what `check_bfcl` does there), one call less.
+    error = prepared[0].error(calls[0]) if len(calls) == 1 == len(prepared) else check_bfcl(calls, prepared)
+    return _RIGHT if error is None else _WRONG[error]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -589,14 +605,19 @@ def _score_batch(
     """Score a batch the way trl passes it; report the share of completions with each error kind via `log_metric`."""
     ids = kwargs.get("id")
     possible = possible_answers if possible_answers is not None else [None] * len(completions)
-    verdicts = []
+    verdicts: list[Verdict] = []
+    append = verdicts.append
     last_row: tuple[Any, Any, Any] | None = None
-    for i, (completion, *row) in enumerate(zip(completions, tools, answers, possible, strict=True)):
+    rows = zip(tools, answers, possible, strict=True)
+    for i, (completion, row) in enumerate(zip(completions, rows, strict=True)):
         # trl passes the completions of one prompt together: a row equal to the last one (a comparison, cheaper
         # than hashing its columns again) reuses its gold.
         if row != last_row:
             gold, last_row = make_gold(*row, row=_row_name(i, ids)), row
-        verdicts.append(scorer(_parse(completion, gold), gold))
+        parsed = parse_tool_calls(completion)
+        if parsed.format == "qwen3_coder":  # as `_parse`, inline: this loop runs once per completion
+            parsed = parse_tool_calls(completion, tools=gold.tool_list)
+        append(scorer(parsed, gold))
     log_metric = kwargs.get("log_metric")
     if log_metric is not None and verdicts:
         counts = Counter(kind for verdict in verdicts for kind in set(verdict.errors))
