@@ -78,9 +78,10 @@ def source_category(row_id: Any) -> str:
 
 
 def select_rows(rows: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], int]:
-    """At most `limit` rows spread evenly over the file (so over BFCL's whole file, not only its first functions);
-    where a row that `check-data` rejects (and `eval` would refuse) sits at a chosen place, the next sound row takes
-    it. Return the rows and how many were passed over. Only the rows looked at are checked."""
+    """At most `limit` rows spread evenly over the file (so over BFCL's whole file, not only its first functions),
+    leaving out rows that `check-data` rejects (`eval` would refuse them); return the rows and how many were left out
+    among those looked at. A rejected row at a chosen place gives it to the next sound row, so only the rows looked at
+    are checked; when that walk runs off the end, the sound rows of the whole file are spread instead."""
     chosen: list[dict[str, Any]] = []
     passed_over = position = 0
     for slot in range(limit):
@@ -89,7 +90,9 @@ def select_rows(rows: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, 
             passed_over += 1
             position += 1
         if position == len(rows):
-            break
+            sound = [row for row in rows if not check_rows([row])]
+            spread = [sound[index * len(sound) // limit] for index in range(limit)] if len(sound) > limit else sound
+            return spread, len(rows) - len(sound)
         chosen.append(rows[position])
         position += 1
     return chosen, passed_over

@@ -116,6 +116,10 @@ def test_select_spreads_rows_over_the_file_and_takes_the_next_row_for_one_check_
     assert skipped == 1
     assert [row["id"] for row in chosen] == ["multiple_1", "multiple_3", "multiple_6"]
     assert select_rows(rows, 50) == (rows[1:], 1)
+    for row in rows[7:]:  # the walk runs off the end: the sound rows of the whole file are spread instead
+        row["answers"] = [{"name": "not_offered", "arguments": {}}]
+    chosen, skipped = select_rows(rows, 4)
+    assert ([row["id"] for row in chosen], skipped) == (["multiple_1", "multiple_2", "multiple_4", "multiple_5"], 4)
 
 
 @pytest.fixture(scope="module")
