@@ -20,13 +20,14 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from grpo_tools.data import DataError, JsonlWriter, check_rows, read_jsonl
 
 
 __all__ = [
     "BFCL_COLUMNS",
+    "Column",
     "Tally",
     "format_table",
     "leaderboard_cells",
@@ -44,16 +45,27 @@ NON_LIVE = {
     "parallel_multiple": "parallel_multiple",
 }
 LIVE = {name: f"live_{name}" for name in NON_LIVE}
-# (group, column, BFCL categories it covers, how they combine); `None` combines nothing: a single category.
-BFCL_COLUMNS: list[tuple[str, str, tuple[str, ...], str | None]] = [
-    *(("Non-live", column, (category,), None) for column, category in NON_LIVE.items()),
-    ("Non-live", "overall", tuple(NON_LIVE.values()), "unweighted"),
-    *(("Live", column, (category,), None) for column, category in LIVE.items()),
-    ("Live", "overall", tuple(LIVE.values()), "weighted"),
-    ("Hallucination", "irrelevance", ("irrelevance",), None),
-    ("Hallucination", "live_irrelevance", ("live_irrelevance",), None),
+
+
+@dataclass(frozen=True)
+class Column:
+    """A leaderboard column: its group, its name, the BFCL categories behind it, and how an overall combines them."""
+
+    group: str
+    name: str
+    categories: tuple[str, ...]
+    combine: Literal["unweighted", "weighted"] | None = None  # None: a single category
+
+
+BFCL_COLUMNS: list[Column] = [
+    *(Column("Non-live", name, (category,)) for name, category in NON_LIVE.items()),
+    Column("Non-live", "overall", tuple(NON_LIVE.values()), "unweighted"),
+    *(Column("Live", name, (category,)) for name, category in LIVE.items()),
+    Column("Live", "overall", tuple(LIVE.values()), "weighted"),
+    Column("Hallucination", "irrelevance", ("irrelevance",)),
+    Column("Hallucination", "live_irrelevance", ("live_irrelevance",)),
 ]
-CATEGORIES = tuple(category for _, _, covered, combine in BFCL_COLUMNS if combine is None for category in covered)
+CATEGORIES = tuple(column.categories[0] for column in BFCL_COLUMNS if column.combine is None)
 MISSING = "–"  # a figure with no rows behind it
 
 
@@ -108,13 +120,13 @@ def tally_verdicts(verdicts: list[dict[str, Any]]) -> dict[str, Tally]:
     return {category: Tally(rows, correct) for category, (rows, correct) in counts.items()}
 
 
-def _figure(tallies: dict[str, Tally], covered: tuple[str, ...], combine: str | None) -> tuple[float | None, int]:
+def _figure(tallies: dict[str, Tally], column: Column) -> tuple[float | None, int]:
     """A column's accuracy (None without rows) and the rows behind it."""
-    present = [tallies[category] for category in covered if tallies.get(category, Tally(0, 0)).rows]
+    present = [tallies[category] for category in column.categories if tallies.get(category, Tally(0, 0)).rows]
     rows = sum(tally.rows for tally in present)
     if not present:
         return None, 0
-    if combine == "unweighted":  # bfcl-eval's calculate_unweighted_accuracy: each category counts once
+    if column.combine == "unweighted":  # bfcl-eval's calculate_unweighted_accuracy: each category counts once
         return sum(tally.correct / tally.rows for tally in present) / len(present), rows
     return sum(tally.correct for tally in present) / rows, rows  # one category, or weighted by rows
 
@@ -124,7 +136,7 @@ def leaderboard_cells(runs: dict[str, dict[str, Tally]]) -> list[list[str]]:
     many rows each figure covers. Runs must cover the same rows: they are figures for the same eval file."""
     lines, row_counts = [], None
     for label, tallies in runs.items():
-        figures = [_figure(tallies, covered, combine) for _, _, covered, combine in BFCL_COLUMNS]
+        figures = [_figure(tallies, column) for column in BFCL_COLUMNS]
         counts = [rows for _, rows in figures]
         if row_counts is not None and counts != row_counts:
             raise ValueError(f"{label}: rows per category {counts} differ from the first run's {row_counts}")
@@ -134,17 +146,15 @@ def leaderboard_cells(runs: dict[str, dict[str, Tally]]) -> list[list[str]]:
 
 
 def format_table(runs: dict[str, dict[str, Tally]]) -> str:
-    """`leaderboard_cells` as plain text under the leaderboard's column groups, about 110 characters wide (rich would
+    """`leaderboard_cells` as plain text under the leaderboard's column groups, about 125 characters wide (rich would
     cut the headers short in an 80-column pipe)."""
     cells = leaderboard_cells(runs)
-    heads = [
-        column.replace("_", "\n", 1).split("\n") if "_" in column else [column] for _, column, _, _ in BFCL_COLUMNS
-    ]
+    heads = [column.name.split("_", 1) for column in BFCL_COLUMNS]
     widths = [max(*map(len, head), *(len(line[index + 1]) for line in cells)) for index, head in enumerate(heads)]
     label_width = max(len(line[0]) for line in cells)
     groups = ""
-    for group in dict.fromkeys(group for group, _, _, _ in BFCL_COLUMNS):
-        span = sum(width + 2 for width, (name, *_) in zip(widths, BFCL_COLUMNS, strict=True) if name == group) - 2
+    for group in dict.fromkeys(column.group for column in BFCL_COLUMNS):
+        span = sum(width + 2 for width, column in zip(widths, BFCL_COLUMNS, strict=True) if column.group == group) - 2
         groups += "  " + (f" {group} ".center(span, "-") if group != "Hallucination" else f"{group} ".ljust(span))
     lines = [" " * label_width + groups]
     for depth in range(max(map(len, heads))):
