@@ -127,10 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "python -m grpo_tools.smollm2 " + " ".join(argv if argv is not None else sys.argv[1:])
     try:
         convert(args.out, args.gguf, command=command.strip())
-    except ConversionError as error:
-        print(f"python -m grpo_tools.smollm2: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:  # an unreadable or truncated GGUF file, or an unwritable --out
+    except (ConversionError, OSError) as error:  # OSError: an unreadable GGUF file, or an unwritable --out
         print(f"python -m grpo_tools.smollm2: {error}", file=sys.stderr)
         return 2
     return 0
