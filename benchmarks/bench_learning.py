@@ -60,7 +60,7 @@ def parse_recipe(recipe: str | os.PathLike[str], overrides: list[str]) -> tuple[
     """The recipe with command-line overrides, parsed as `grpo-tools train` parses it."""
     from trl import TrlParser
 
-    from grpo_tools.configs import ModelConfig, ToolGRPOConfig, ToolScriptArguments
+    from grpo_tools.training.configs import ModelConfig, ToolGRPOConfig, ToolScriptArguments
 
     parser = TrlParser((ToolScriptArguments, ToolGRPOConfig, ModelConfig))
     return parser.parse_args_and_config(args=["--config", str(recipe), *overrides])
@@ -69,8 +69,8 @@ def parse_recipe(recipe: str | os.PathLike[str], overrides: list[str]) -> tuple[
 def held_out_scores(model: Any, tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any) -> dict:
     """Greedy completions for the held-out rows, scored: exact-call accuracy (the recipe's `eval_scorer`) and the
     recipe's weighted reward."""
-    from grpo_tools.evaluate import generate_completions
-    from grpo_tools.prompts import render_prompt
+    from grpo_tools.data.prompts import render_prompt
+    from grpo_tools.evaluation.evaluate import generate_completions
     from grpo_tools.rewards import REWARDS, get_reward_funcs
 
     completions = generate_completions(
@@ -134,8 +134,8 @@ def warm_start_once(
 
     from transformers import AutoTokenizer
 
-    from grpo_tools.tiny import build_tiny_model
-    from grpo_tools.train import warm_start
+    from grpo_tools.models.tiny import build_tiny_model
+    from grpo_tools.training.run import warm_start
 
     script_args, training_args, model_args = parse_recipe(recipe, [*overrides, "--output_dir", str(work_dir)])
     model_path = model_args.model_name_or_path
@@ -176,9 +176,9 @@ def run_arm(
     from transformers import AutoTokenizer
     from trl import get_peft_config
 
-    from grpo_tools.prompts import prompt_dataset
+    from grpo_tools.data.prompts import prompt_dataset
     from grpo_tools.rewards import get_reward_funcs
-    from grpo_tools.trainer import ToolGRPOTrainer
+    from grpo_tools.training.trainer import ToolGRPOTrainer
 
     beta = parse_recipe(recipe, overrides)[1].beta
     arm_overrides = [*overrides, *ARMS[arm](beta), "--seed", str(seed), "--model_name_or_path", warm_dir]
@@ -263,7 +263,7 @@ def run(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from grpo_tools.prompts import load_rows
+    from grpo_tools.data.prompts import load_rows
 
     quiet()
     if threads:

@@ -77,8 +77,8 @@ def train_config(
     from trl import GRPOConfig, GRPOTrainer
     from trl.trainer.utils import add_fused_lm_head, disable_dropout_in_model
 
-    from grpo_tools.configs import ToolGRPOConfig
-    from grpo_tools.trainer import ToolGRPOTrainer
+    from grpo_tools.training.configs import ToolGRPOConfig
+    from grpo_tools.training.trainer import ToolGRPOTrainer
 
     quiet()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 def write_files(folder: Path, rows: int, seed: int = 0) -> tuple[Path, Path]:
     """A data file and a predictions file of `rows` lines each."""
-    from grpo_tools.synthetic import generate_rows
+    from grpo_tools.data.synthetic import generate_rows
 
     rng = random.Random(seed)
     base = generate_rows("train", 2000, seed=0)

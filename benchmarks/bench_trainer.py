@@ -128,8 +128,8 @@ def build_trainers(model_dir: str, output_dir: str, steps: int, **overrides: Any
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpo_tools.configs import ToolGRPOConfig
-    from grpo_tools.trainer import ToolGRPOTrainer
+    from grpo_tools.training.configs import ToolGRPOConfig
+    from grpo_tools.training.trainer import ToolGRPOTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     dataset = train_dataset(tokenizer)
@@ -247,7 +247,7 @@ def run(
         "cores_on_machine": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "load_average_1min": [load_before, load_after],
-        "model": model_dir or "tiny (grpo_tools.tiny, 0.9M parameters)",
+        "model": model_dir or "tiny (grpo_tools.models.tiny, 0.9M parameters)",
         "settings": {"steps": steps, "warmup": warmup, **settings, "lora_rank": 32, "adaptive_kl_target": 0.02},
         **summary,
     }

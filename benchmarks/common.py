@@ -40,7 +40,7 @@ def quiet() -> None:
 
 def build_tiny(folder: str | os.PathLike[str]) -> str:
     """The tiny offline model (0.9M parameters) and its tokenizer, saved in `folder`."""
-    from grpo_tools.tiny import build_tiny_model
+    from grpo_tools.models.tiny import build_tiny_model
 
     return str(build_tiny_model(folder, seed=0))
 
@@ -93,7 +93,7 @@ def build_sized_model(
 
 def train_dataset(tokenizer: Any, limit: int | None = None) -> Any:
     """The bundled training rows as trl's prompt dataset (text prompts plus the columns the tool rewards read)."""
-    from grpo_tools.prompts import load_rows, prompt_dataset
+    from grpo_tools.data.prompts import load_rows, prompt_dataset
 
     return prompt_dataset(load_rows(TRAIN_DATA, limit), tokenizer)
 

@@ -129,8 +129,8 @@ def run_backend(backend: str, model_dir: str, steps: int, warmup: int, smoke: bo
     import torch
     from transformers import AutoTokenizer
 
-    from grpo_tools.configs import ToolGRPOConfig
-    from grpo_tools.trainer import ToolGRPOTrainer
+    from grpo_tools.training.configs import ToolGRPOConfig
+    from grpo_tools.training.trainer import ToolGRPOTrainer
 
     quiet()
     cuda = torch.cuda.is_available() and not smoke
@@ -246,7 +246,7 @@ def run(
             results.append({**json.loads(result_path.read_text()), "process_seconds": time.perf_counter() - start})
     return {
         "smoke": smoke,
-        "model": "tiny (grpo_tools.tiny)" if smoke else "Qwen2.5-0.5B shape, random weights",
+        "model": "tiny (grpo_tools.models.tiny)" if smoke else "Qwen2.5-0.5B shape, random weights",
         "model_shape": None if smoke else QWEN25_05B,
         "parameters": parameters,
         "lora_rank": 32,

@@ -36,8 +36,8 @@ def main() -> None:
     from transformers import AutoTokenizer
     from trl import get_peft_config
 
-    from grpo_tools.prompts import load_rows, prompt_dataset
-    from grpo_tools.trainer import ToolGRPOTrainer
+    from grpo_tools.data.prompts import load_rows, prompt_dataset
+    from grpo_tools.training.trainer import ToolGRPOTrainer
 
     quiet()
     torch.set_num_threads(1)

@@ -1,11 +1,10 @@
 """grpo-tools: GRPO fine-tuning for LLM tool calling.
 
 The light, pure parts are importable from here: the tool-call parser, the reward model and the adaptive KL
-controller. Training (`grpo_tools.trainer`, `grpo_tools.configs`) imports torch and trl, so import it from its module.
+controller. Training (`grpo_tools.training.trainer`, `grpo_tools.training.configs`) imports torch and trl, so import it from its module.
 """
 
 from grpo_tools.calls import PARSERS, ParseResult, ToolCall, parse_tool_calls
-from grpo_tools.grpo import AdaptiveKLController
 from grpo_tools.rewards import (
     ERROR_KINDS,
     REWARDS,
@@ -20,6 +19,7 @@ from grpo_tools.rewards import (
     tool_partial_reward,
     tool_schema_reward,
 )
+from grpo_tools.training.kl import AdaptiveKLController
 
 
 __version__ = "0.1.0"

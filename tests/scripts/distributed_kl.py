@@ -1,4 +1,4 @@
-"""Run by tests/test_train.py under `torchrun --nproc_per_node 2`: a few ToolGRPOTrainer steps, then
+"""Run by tests/training/test_run.py under `torchrun --nproc_per_node 2`: a few ToolGRPOTrainer steps, then
 each process writes the KL it fed its controller, and the coefficients it got, to OUT/rank<N>.json."""
 
 import json
@@ -8,9 +8,9 @@ from pathlib import Path
 from peft import LoraConfig
 from transformers import AutoTokenizer
 
-from grpo_tools.configs import ToolGRPOConfig
-from grpo_tools.prompts import load_rows, prompt_dataset
-from grpo_tools.trainer import ToolGRPOTrainer
+from grpo_tools.data.prompts import load_rows, prompt_dataset
+from grpo_tools.training.configs import ToolGRPOConfig
+from grpo_tools.training.trainer import ToolGRPOTrainer
 
 
 def letter_reward(completions, **kwargs):

@@ -1,0 +1,1 @@
+"""Datasets: canonical rows (read and check), converters from public formats, prompts, the bundled tasks."""

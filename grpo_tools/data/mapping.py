@@ -1,0 +1,172 @@
+"""The bundled task `make train` runs on SmolLM2: calls whose arguments need mapping, and requests no tool fits.
+
+The same five tools as `grpo_tools.data.synthetic`, in three splits with different jobs:
+- `warmup` (supervised warm start): literal requests ("Convert 50 EUR to JPY", "a 20 minute timer") for one,
+  several and parallel calls, and one row in eight that needs no call. It teaches the call format and that not
+  calling is a possible answer; it has no currency named in words and no timer given in hours.
+- `train` (GRPO): a quarter of the rows need no call (an unrelated request, or one for a tool that is not offered);
+  a third of the call rows name currencies in words ("50 euros in yen" -> `EUR`, `JPY`) and give timers in hours
+  ("an hour and a half" -> `minutes: 90`). The warm start never shows either: GRPO has to find them by sampling.
+- `eval` (held out): the same mix, with calls whose (tool, arguments) combination occurs in no other split
+  (`synthetic.call_split`), mapped requests and unrelated requests phrased by templates no other split uses.
+Regenerate the bundled files with `python -m grpo_tools.data.mapping --out data`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from grpo_tools.data.synthetic import (
+    AMOUNTS,
+    CURRENCIES,
+    LABELS,
+    TOOLS,
+    UNRELATED_REQUESTS,
+    call_split,
+    parallel_request,
+    single_request,
+    write_splits,
+)
+
+
+__all__ = ["MAPPING_FILES", "MAPPING_ROWS", "generate_mapping_rows", "main", "write_mapping_data"]
+
+SPLITS = ("warmup", "train", "eval")
+MAPPING_FILES = {split: f"mapping_{split}.jsonl" for split in SPLITS}
+MAPPING_ROWS = {"warmup": 48, "train": 400, "eval": 80}
+MAPPING_SEED = 0
+# Category counts per 16 rows of each split.
+PLAN = {
+    "warmup": {"simple": 6, "multiple": 6, "parallel": 2, "irrelevance": 2},
+    "train": {"simple": 5, "multiple": 5, "parallel": 2, "irrelevance": 4},
+    "eval": {"simple": 5, "multiple": 5, "parallel": 2, "irrelevance": 4},
+}
+MAPPED_SHARE = 0.35  # share of the call rows of `train` and `eval` phrased with words to map
+# How people name each currency; the enum code is what the call must carry.
+CURRENCY_NAMES = {
+    "USD": ("US dollars", "dollars"),
+    "EUR": ("euros", "euro"),
+    "GBP": ("British pounds", "pounds sterling"),
+    "JPY": ("Japanese yen", "yen"),
+    "CHF": ("Swiss francs", "francs"),
+    "CAD": ("Canadian dollars",),
+    "AUD": ("Australian dollars",),
+    "INR": ("Indian rupees", "rupees"),
+}
+# How people give a duration in hours; the integer is the `minutes` the call must carry.
+HOURS = {30: "half an hour", 60: "an hour", 90: "an hour and a half", 120: "two hours", 180: "three hours"}
+# Sentence templates of the mapped requests, disjoint between train and eval (the eval phrasings are unseen).
+CURRENCY_TEMPLATES = {
+    "train": ("Convert {amount} {source} to {target}.", "How many {target} is {amount} {source}?"),
+    "eval": ("I'd like to exchange {amount} {source} for {target}.", "What do {amount} {source} come to in {target}?"),
+}
+TIMER_TEMPLATES = {
+    "train": ("Set a timer for {hours}.", "Set a {label} timer for {hours}."),
+    "eval": ("Wake me in {hours}.", "Give me {hours} on the clock for the {label}."),
+}
+EVAL_UNRELATED = (
+    "What's a good name for a golden retriever?",
+    "Explain how rainbows form.",
+    "Order a large pepperoni pizza to my flat.",
+    "Call my sister and tell her I'm on my way.",
+    "Which planet is closest to the sun?",
+    "Write a limerick about a cat.",
+    "Vacuum the living room.",
+    "What's the square root of 144?",
+)
+
+
+def _currency_row(rng: random.Random, split: str) -> tuple[str, dict[str, Any]]:
+    while True:
+        source, target = rng.sample(CURRENCIES, 2)
+        arguments = {"amount": rng.choice(AMOUNTS), "from_currency": source, "to_currency": target}
+        if call_split("convert_currency", arguments) == ("eval" if split == "eval" else "train"):
+            break
+    text = rng.choice(CURRENCY_TEMPLATES[split]).format(
+        amount=arguments["amount"],
+        source=rng.choice(CURRENCY_NAMES[source]),
+        target=rng.choice(CURRENCY_NAMES[target]),
+    )
+    return text, arguments
+
+
+def _timer_row(rng: random.Random, split: str) -> tuple[str, dict[str, Any]]:
+    while True:
+        minutes, label = rng.choice(list(HOURS)), rng.choice(LABELS)
+        template = rng.choice(TIMER_TEMPLATES[split])
+        arguments = {"minutes": minutes, "label": label} if "{label}" in template else {"minutes": minutes}
+        if call_split("set_timer", arguments) == ("eval" if split == "eval" else "train"):
+            return template.format(hours=HOURS[minutes], label=label), arguments
+
+
+def _row(rng: random.Random, split: str, category: str) -> dict[str, Any]:
+    combinations = "eval" if split == "eval" else "train"
+    names = list(TOOLS)
+    mapped = split != "warmup" and category in ("simple", "multiple") and rng.random() < MAPPED_SHARE
+    target = rng.choice(("convert_currency", "set_timer")) if mapped else rng.choice(names)
+    others = [name for name in names if name != target]
+    offered = [target]
+    if category == "multiple":
+        offered += rng.sample(others, rng.randint(1, 2))
+        rng.shuffle(offered)
+    if category == "irrelevance":
+        offered = rng.sample(others, rng.randint(1, 3))
+        unrelated = EVAL_UNRELATED if split == "eval" else UNRELATED_REQUESTS
+        text = rng.choice(unrelated) if rng.random() < 0.5 else single_request(rng, target, combinations)[0]
+        calls: list[dict[str, Any]] = []
+    elif mapped:
+        text, arguments = (_currency_row if target == "convert_currency" else _timer_row)(rng, split)
+        calls = [arguments]
+    elif category == "parallel":
+        text, calls = parallel_request(rng, target, combinations)
+    else:
+        text, calls = single_request(rng, target, combinations)
+    return {
+        "messages": [{"role": "user", "content": text}],
+        "tools": [TOOLS[name] for name in offered],
+        "answers": [{"name": target, "arguments": arguments} for arguments in calls],
+        "category": category,
+    }
+
+
+def generate_mapping_rows(split: str, num_rows: int, seed: int = MAPPING_SEED) -> list[dict[str, Any]]:
+    """`num_rows` canonical rows of `split` ("warmup", "train" or "eval"), the same rows for the same arguments.
+
+    >>> rows = generate_mapping_rows("eval", 16)
+    >>> sorted({row["category"] for row in rows})
+    ['irrelevance', 'multiple', 'parallel', 'simple']
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    rng = random.Random(f"grpo-tools-mapping:{split}:{seed}")
+    plan: list[str] = []
+    while len(plan) < num_rows:
+        block = [category for category, count in PLAN[split].items() for _ in range(count)]
+        rng.shuffle(block)
+        plan += block
+    return [
+        {"id": f"{split}-{index:04d}", **_row(rng, split, category)} for index, category in enumerate(plan[:num_rows])
+    ]
+
+
+def write_mapping_data(out_dir: str | Path) -> dict[str, Path]:
+    """Write the three splits as JSONL into `out_dir`; return the path of each."""
+    return write_splits(out_dir, MAPPING_FILES, lambda split: generate_mapping_rows(split, MAPPING_ROWS[split]))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: `python -m grpo_tools.data.mapping --out data` regenerates the bundled files."""
+    parser = argparse.ArgumentParser(prog="python -m grpo_tools.data.mapping", description=main.__doc__)
+    parser.add_argument("--out", default="data", help="Directory to write the JSONL files into (default: data).")
+    args = parser.parse_args(argv)
+    for split, path in write_mapping_data(args.out).items():
+        print(f"{split}: {MAPPING_ROWS[split]} rows -> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,118 @@
+"""Canonical rows -> what trl trains on: prompts rendered with each row's own tools, and gold completions.
+
+trl renders conversational prompts with one `tools=` list for the whole run, but every row here offers its own tools.
+So each prompt is rendered here, with the row's tools, by the model's own chat template, and handed to trl as text;
+the row's `tools`, `answers` and `possible_answers` travel as JSON strings (Arrow would otherwise merge the differing
+schemas of different rows into one struct, filling absent keys with nulls), which the rewards read as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from grpo_tools.data.rows import DataError, check_rows, read_jsonl
+
+
+__all__ = ["NO_CALL_REPLY", "gold_message", "load_rows", "prompt_dataset", "render_prompt", "sft_dataset"]
+
+# What the warm start teaches a model to say when no offered tool fits the request.
+NO_CALL_REPLY = "Sorry, none of the available tools can help with that."
+
+
+def load_rows(source: str | os.PathLike[str], limit: int | None = None) -> list[dict[str, Any]]:
+    """Read canonical rows from a JSONL file (or a Hugging Face dataset name), checked as `check-data` checks them;
+    raise `DataError` listing every problem with its row and field."""
+    path = os.fspath(source)
+    if path.endswith(".parquet"):
+        # Arrow merges the differing tool schemas of different rows into one struct, filling absent keys with nulls.
+        raise DataError(f"{path}: training reads canonical rows from JSONL files (or a Hugging Face dataset name)")
+    if os.path.exists(path) or path.endswith((".jsonl", ".json")):
+        numbered = list(read_jsonl(path))
+    else:
+        from datasets import load_dataset
+
+        numbered = list(enumerate(load_dataset(path, split="train"), start=1))
+    if limit is not None:
+        numbered = numbered[:limit]
+    problems = [f"{path}: row {number}: {row}" for number, row in numbered if isinstance(row, DataError)]
+    rows = [(number, row) for number, row in numbered if not isinstance(row, DataError)]
+    problems += [f"{path}: {problem}" for problem in check_rows(rows)]
+    if problems:
+        more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise DataError("\n".join(problems[:20]) + more + f"\n`grpo-tools check-data {path}` lists every problem")
+    if not rows:
+        raise DataError(f"{path}: no rows")
+    return [row for _, row in rows]
+
+
+def _render(
+    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]], generation_prompt: bool
+) -> str:
+    text = tokenizer.apply_chat_template(
+        messages, tools=tools or None, add_generation_prompt=generation_prompt, tokenize=False
+    )
+    # trl tokenizes text prompts with special tokens added; a template that writes BOS itself would get two.
+    bos = getattr(tokenizer, "bos_token", None)
+    if bos and text.startswith(bos) and tokenizer("x").input_ids[:1] == [tokenizer.bos_token_id]:
+        text = text[len(bos) :]
+    return text
+
+
+def render_prompt(tokenizer: Any, row: dict[str, Any]) -> str:
+    """The row's conversation and tools rendered by the model's chat template, ready for the assistant's turn."""
+    return _render(tokenizer, row["messages"], row["tools"], generation_prompt=True)
+
+
+def gold_message(row: dict[str, Any]) -> dict[str, Any]:
+    """The assistant turn that answers a row correctly, in the OpenAI / transformers message layout."""
+    if not row["answers"]:
+        return {"role": "assistant", "content": NO_CALL_REPLY}
+    tool_calls = [
+        {"type": "function", "function": {"name": call["name"], "arguments": call.get("arguments", {})}}
+        for call in row["answers"]
+    ]
+    return {"role": "assistant", "content": "", "tool_calls": tool_calls}
+
+
+def _reward_columns(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": str(row["id"]),
+        "category": row.get("category") or "",
+        "tools": json.dumps(row["tools"]),
+        "answers": json.dumps(row["answers"]),
+        "possible_answers": json.dumps(row["possible_answers"]) if row.get("possible_answers") else None,
+    }
+
+
+def prompt_dataset(rows: list[dict[str, Any]], tokenizer: Any) -> Any:
+    """A `datasets.Dataset` for `GRPOTrainer`: `prompt` (text) plus the columns the tool rewards read."""
+    from datasets import Dataset
+
+    return Dataset.from_list([{"prompt": render_prompt(tokenizer, row), **_reward_columns(row)} for row in rows])
+
+
+def sft_dataset(rows: list[dict[str, Any]], tokenizer: Any) -> Any:
+    """A prompt-completion `datasets.Dataset` for `SFTTrainer`: the gold turn as the model's template writes it.
+    Multi-turn rows (with `env`) give their tokenized gold trajectories instead, with a `completion_mask` on what the
+    assistant writes (see `grpo_tools.tools.trajectories.sft_example`)."""
+    from datasets import Dataset
+
+    from grpo_tools.tools.environments import is_multi_turn
+
+    if is_multi_turn(rows):
+        from grpo_tools.tools.trajectories import sft_example
+
+        return Dataset.from_list([sft_example(row, tokenizer) for row in rows])
+    records = []
+    for row in rows:
+        prompt = render_prompt(tokenizer, row)
+        full = _render(tokenizer, [*row["messages"], gold_message(row)], row["tools"], generation_prompt=False)
+        if not full.startswith(prompt):
+            raise DataError(
+                f"row id={row['id']}: the chat template does not render the assistant's answer as a continuation of "
+                "the prompt, so a supervised warm start cannot separate prompt and completion"
+            )
+        records.append({"prompt": prompt, "completion": full[len(prompt) :]})
+    return Dataset.from_list(records)

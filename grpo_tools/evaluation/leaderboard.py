@@ -1,0 +1,241 @@
+"""BFCL's AST categories before and after GRPO, laid out as the leaderboard's columns (`make eval-bfcl`).
+
+Two steps around `grpo-tools convert --from bfcl`, `eval` and `score --per-row`:
+- `select`: from converted BFCL category files, a capped, evenly spaced sample of each category's rows into one eval
+  file. Rows keep BFCL's ids (`live_simple_12-3-1`), which name their source category: converted rows carry only the
+  canonical category (`live_simple` becomes `simple`), so the id is what tells live from non-live.
+- `table`: from two `score --per-row` files (before and after), accuracy per BFCL category, the leaderboard's
+  overall columns, and the number of rows each figure covers.
+
+The overall columns follow bfcl-eval's `eval_runner_helper`: non-live is the unweighted mean of its four categories,
+live the mean weighted by rows. Here `simple` is `simple_python` only (the leaderboard's averages Java and
+JavaScript in too), and an overall covers the categories that have rows.
+
+    python -m grpo_tools.evaluation.leaderboard select --rows 10 --output bfcl.jsonl converted/*.jsonl
+    python -m grpo_tools.evaluation.leaderboard table before_rows.jsonl after_rows.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from grpo_tools.data.rows import DataError, JsonlWriter, check_rows, read_jsonl
+
+
+__all__ = [
+    "BFCL_COLUMNS",
+    "Column",
+    "Tally",
+    "format_table",
+    "leaderboard_cells",
+    "main",
+    "select_rows",
+    "source_category",
+    "tally_verdicts",
+]
+
+# BFCL's categories by leaderboard group; the converted files and the row ids use the names on the right.
+NON_LIVE = {
+    "simple": "simple_python",
+    "multiple": "multiple",
+    "parallel": "parallel",
+    "parallel_multiple": "parallel_multiple",
+}
+LIVE = {name: f"live_{name}" for name in NON_LIVE}
+
+
+@dataclass(frozen=True)
+class Column:
+    """A leaderboard column: its group, its name, the BFCL categories behind it, and how an overall combines them."""
+
+    group: str
+    name: str
+    categories: tuple[str, ...]
+    combine: Literal["unweighted", "weighted"] | None = None  # None: a single category
+
+
+BFCL_COLUMNS: list[Column] = [
+    *(Column("Non-live", name, (category,)) for name, category in NON_LIVE.items()),
+    Column("Non-live", "overall", tuple(NON_LIVE.values()), "unweighted"),
+    *(Column("Live", name, (category,)) for name, category in LIVE.items()),
+    Column("Live", "overall", tuple(LIVE.values()), "weighted"),
+    Column("Hallucination", "irrelevance", ("irrelevance",)),
+    Column("Hallucination", "live_irrelevance", ("live_irrelevance",)),
+]
+CATEGORIES = tuple(column.categories[0] for column in BFCL_COLUMNS if column.combine is None)
+MISSING = "–"  # a figure with no rows behind it
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Rows scored and rows correct in one BFCL category."""
+
+    rows: int
+    correct: int
+
+
+def source_category(row_id: Any) -> str:
+    """The BFCL category a BFCL id names: the id without its trailing `_<number>` part.
+
+    >>> source_category("live_parallel_multiple_3-2-0"), source_category("simple_python_17")
+    ('live_parallel_multiple', 'simple_python')
+    """
+    category = str(row_id).rsplit("_", 1)[0]
+    if category not in CATEGORIES:
+        raise ValueError(f"id {row_id!r} does not name one of BFCL's AST categories ({', '.join(CATEGORIES)})")
+    return category
+
+
+def select_rows(rows: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], int]:
+    """At most `limit` rows spread evenly over the file (so over BFCL's whole file, not only its first functions),
+    leaving out rows that `check-data` rejects (`eval` would refuse them); return the rows and how many were left out
+    among those looked at. A rejected row at a chosen place gives it to the next sound row, so only the rows looked at
+    are checked; when that walk runs off the end, the sound rows of the whole file are spread instead."""
+    chosen: list[dict[str, Any]] = []
+    passed_over = position = 0
+    for slot in range(limit):
+        position = max(position, slot * len(rows) // limit)
+        while position < len(rows) and check_rows([rows[position]]):
+            passed_over += 1
+            position += 1
+        if position == len(rows):
+            sound = [row for row in rows if not check_rows([row])]
+            spread = [sound[index * len(sound) // limit] for index in range(limit)] if len(sound) > limit else sound
+            return spread, len(rows) - len(sound)
+        chosen.append(rows[position])
+        position += 1
+    return chosen, passed_over
+
+
+def tally_verdicts(verdicts: list[dict[str, Any]]) -> dict[str, Tally]:
+    """Per BFCL category (from each verdict's id), rows and correct rows of `score --per-row` lines."""
+    counts: dict[str, list[int]] = {}
+    for verdict in verdicts:
+        totals = counts.setdefault(source_category(verdict["id"]), [0, 0])
+        totals[0] += 1
+        totals[1] += bool(verdict["correct"])
+    return {category: Tally(rows, correct) for category, (rows, correct) in counts.items()}
+
+
+def _figure(tallies: dict[str, Tally], column: Column) -> tuple[float | None, int]:
+    """A column's accuracy (None without rows) and the rows behind it."""
+    present = [tallies[category] for category in column.categories if tallies.get(category, Tally(0, 0)).rows]
+    rows = sum(tally.rows for tally in present)
+    if not present:
+        return None, 0
+    if column.combine == "unweighted":  # bfcl-eval's calculate_unweighted_accuracy: each category counts once
+        return sum(tally.correct / tally.rows for tally in present) / len(present), rows
+    return sum(tally.correct for tally in present) / rows, rows  # one category, or weighted by rows
+
+
+def leaderboard_cells(runs: dict[str, dict[str, Tally]]) -> list[list[str]]:
+    """The table as text cells: one line per run (accuracy in %, `–` without rows), then a `rows` line saying how
+    many rows each figure covers. Runs must cover the same rows: they are figures for the same eval file."""
+    lines, row_counts = [], None
+    for label, tallies in runs.items():
+        figures = [_figure(tallies, column) for column in BFCL_COLUMNS]
+        counts = [rows for _, rows in figures]
+        if row_counts is not None and counts != row_counts:
+            raise ValueError(f"{label}: rows per category {counts} differ from the first run's {row_counts}")
+        row_counts = counts
+        lines.append([label, *(MISSING if accuracy is None else f"{100 * accuracy:.1f}" for accuracy, _ in figures)])
+    return [*lines, ["rows", *(str(count) for count in row_counts or [])]]
+
+
+def format_table(runs: dict[str, dict[str, Tally]]) -> str:
+    """`leaderboard_cells` as plain text under the leaderboard's column groups, about 125 characters wide (rich would
+    cut the headers short in an 80-column pipe)."""
+    cells = leaderboard_cells(runs)
+    heads = [column.name.split("_", 1) for column in BFCL_COLUMNS]
+    widths = [max(*map(len, head), *(len(line[index + 1]) for line in cells)) for index, head in enumerate(heads)]
+    label_width = max(len(line[0]) for line in cells)
+    groups = ""
+    for group in dict.fromkeys(column.group for column in BFCL_COLUMNS):
+        span = sum(width + 2 for width, column in zip(widths, BFCL_COLUMNS, strict=True) if column.group == group) - 2
+        groups += "  " + (f" {group} ".center(span, "-") if group != "Hallucination" else f"{group} ".ljust(span))
+    lines = [" " * label_width + groups]
+    for depth in range(max(map(len, heads))):
+        parts = [
+            (head[depth] if depth < len(head) else "").rjust(width) for head, width in zip(heads, widths, strict=True)
+        ]
+        lines.append(" " * label_width + "".join("  " + part for part in parts))
+    for line in cells:
+        values = [value.rjust(width) for value, width in zip(line[1:], widths, strict=True)]
+        lines.append(line[0].ljust(label_width) + "".join("  " + value for value in values))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _read(path: str) -> list[dict[str, Any]]:
+    rows = []
+    for number, row in read_jsonl(path):
+        if isinstance(row, DataError):
+            raise DataError(f"{path}: row {number}: {row}")
+        rows.append(row)
+    return rows
+
+
+def _tally_file(path: str) -> dict[str, Tally]:
+    verdicts = _read(path)
+    for number, verdict in enumerate(verdicts, start=1):
+        if "id" not in verdict or "correct" not in verdict:
+            raise DataError(f"{path}: row {number}: not a `grpo-tools score --per-row` verdict (needs id and correct)")
+    try:
+        return tally_verdicts(verdicts)
+    except ValueError as error:
+        raise DataError(f"{path}: {error}") from None
+
+
+def _select_main(args: argparse.Namespace) -> int:
+    with JsonlWriter(args.output) as writer:
+        for path in args.converted:
+            rows = _read(path)
+            for number, row in enumerate(rows, start=1):
+                try:  # a file of another dataset stops here, before it is evaluated
+                    source_category(row.get("id"))
+                except ValueError as error:
+                    raise DataError(f"{path}: row {number}: {error}") from None
+            chosen, skipped = select_rows(rows, args.rows)
+            for row in chosen:
+                writer.write(row)
+            note = f" ({skipped} with check-data problems passed over)" if skipped else ""
+            print(f"{path}: {len(chosen)} of {len(rows)} rows{note}")
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _table_main(args: argparse.Namespace) -> int:
+    runs = {"before": _tally_file(args.before), "after": _tally_file(args.after)}
+    print(f"BFCL AST accuracy (%, tool_bfcl): before = {args.before}, after = {args.after}")
+    print(format_table(runs))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m grpo_tools.evaluation.leaderboard select|table ...`; exit 2 with one message on unusable input."""
+    parser = argparse.ArgumentParser(
+        prog="python -m grpo_tools.evaluation.leaderboard",
+        description="BFCL's AST categories in the leaderboard's columns.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    select = commands.add_parser("select", help="a capped, evenly spaced sample of converted BFCL categories")
+    select.add_argument("converted", nargs="+", help="canonical rows from `grpo-tools convert --from bfcl CATEGORY`")
+    select.add_argument("--rows", type=int, required=True, help="at most this many rows per category")
+    select.add_argument("--output", required=True, help="the eval file (JSONL) to write")
+    table = commands.add_parser("table", help="the leaderboard table from two `grpo-tools score --per-row` files")
+    table.add_argument("before", help="per-row verdicts before GRPO")
+    table.add_argument("after", help="per-row verdicts after GRPO")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command == "select" and args.rows < 1:
+        parser.error(f"--rows must be at least 1, got {args.rows}")
+    try:
+        return _select_main(args) if args.command == "select" else _table_main(args)
+    except (DataError, ValueError) as error:  # ValueError: before and after cover different rows
+        print(f"{parser.prog} {args.command}: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

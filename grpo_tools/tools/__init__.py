@@ -1,0 +1,1 @@
+"""Multi-turn tool use: the tool environment, rollouts, trajectories and the bundled multi-turn task."""

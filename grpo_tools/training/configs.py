@@ -1,0 +1,193 @@
+"""Configuration: `ToolGRPOConfig` extends trl's `GRPOConfig`, `ToolScriptArguments` extends its `ScriptArguments`.
+
+Recipes are YAML files read by `trl.TrlParser` into these two and trl's `ModelConfig`; any key can be overridden on the
+command line (`--learning_rate 1e-5`). There is no other configuration surface.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Literal
+
+from trl import GRPOConfig, ModelConfig, ScriptArguments
+
+from grpo_tools.rewards import REWARDS
+from grpo_tools.training.kl import KL_CONTROLLERS
+
+
+__all__ = ["ConfigError", "ModelConfig", "ToolGRPOConfig", "ToolScriptArguments", "cpu_has_native_bf16"]
+
+logger = logging.getLogger(__name__)
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes in bfloat16 natively (avx512_bf16 or AMX), where bf16 autocast pays; Linux only
+    (elsewhere False: we do not know)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            flags = next((line for line in handle if line.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+class ConfigError(ValueError):
+    """A recipe or flag that cannot work; the message names the setting."""
+
+
+@dataclass
+class ToolGRPOConfig(GRPOConfig):
+    """trl's GRPO settings, plus an adaptive KL coefficient and tool-use rewards chosen by name."""
+
+    beta: float = field(
+        default=0.04,
+        metadata={
+            "help": "KL coefficient against the reference model; with `adaptive_kl` its starting value. 0 turns the KL "
+            "penalty off (and needs `adaptive_kl: false`)."
+        },
+    )
+    adaptive_kl: bool = field(
+        default=True,
+        metadata={
+            "help": "Adapt the KL coefficient after every optimizer step to hold the measured KL near `kl_target`."
+        },
+    )
+    kl_target: float = field(
+        default=0.05,
+        metadata={"help": "Target for the measured KL (mean per-token k3 estimate over completion tokens)."},
+    )
+    kl_controller: Literal["band", "proportional"] = field(
+        default="band",
+        metadata={
+            "help": "How the coefficient adapts: `band` (x1.5 above 1.5 x target, /1.5 below 0.5 x target) or "
+            "`proportional` (Ziegler et al., 2019)."
+        },
+    )
+    kl_min: float = field(default=1e-4, metadata={"help": "Lower bound of the adaptive KL coefficient (> 0)."})
+    kl_max: float = field(default=10.0, metadata={"help": "Upper bound of the adaptive KL coefficient."})
+    kl_horizon: int = field(
+        default=10_000,
+        metadata={
+            "help": "`proportional` only: completions over which a persistent error changes the coefficient ~e-fold."
+        },
+    )
+    reward_funcs: list[str] = field(
+        default_factory=lambda: ["tool_format", "tool_exact", "tool_partial"],
+        metadata={
+            "help": "Reward functions by registry name: " + ", ".join(REWARDS) + ". Weights: `reward_weights`. On "
+            "multi-turn rows each scores all the calls of a trajectory against the row's gold calls."
+        },
+    )
+    outcome_reward_weight: float = field(
+        default=1.0,
+        metadata={
+            "help": "Multi-turn rows only: weight of the outcome reward (1 when the final answer matches the row's "
+            "`expected`), added to `reward_funcs`."
+        },
+    )
+    extra_call_cost: float = field(
+        default=0.1,
+        metadata={
+            "help": "Multi-turn rows only: reward lost per tool call beyond the row's gold calls (0 turns it off)."
+        },
+    )
+    tool_timeout: float = field(
+        default=2.0,
+        metadata={"help": "Multi-turn rows only: seconds a tool call may run before the model is told it timed out."},
+    )
+
+    def __post_init__(self) -> None:
+        if self.bf16 is None and not self.fp16:
+            import torch
+
+            # trl turns bf16 on unless told otherwise, which transformers rejects where no GPU can run it: choose
+            # bf16 where it can run, full precision elsewhere (a recipe that sets `bf16` is taken at its word).
+            self.bf16 = not self.use_cpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        super().__post_init__()
+        if self.bf16 and (self.use_cpu or not _cuda_available()) and not cpu_has_native_bf16():
+            logger.warning(
+                "bf16 on a CPU without avx512_bf16 or AMX is emulated: a forward and backward pass of SmolLM2-135M "
+                "took ten times longer than in float32 on such a CPU; set bf16: false"
+            )
+        unknown = [name for name in self.reward_funcs if name not in REWARDS]
+        if unknown:
+            raise ConfigError(f"unknown reward_funcs {unknown}; choose from {', '.join(REWARDS)}")
+        if self.reward_weights is not None and len(self.reward_weights) != len(self.reward_funcs):
+            raise ConfigError(
+                f"reward_weights has {len(self.reward_weights)} values but reward_funcs names {len(self.reward_funcs)}"
+            )
+        if self.outcome_reward_weight < 0 or self.extra_call_cost < 0:
+            raise ConfigError(
+                f"outcome_reward_weight and extra_call_cost must be >= 0, got {self.outcome_reward_weight} and "
+                f"{self.extra_call_cost}"
+            )
+        if not self.tool_timeout > 0:
+            raise ConfigError(f"tool_timeout must be > 0 seconds, got {self.tool_timeout}")
+        if self.kl_controller not in KL_CONTROLLERS:
+            raise ConfigError(f"kl_controller must be one of {', '.join(KL_CONTROLLERS)}, got {self.kl_controller!r}")
+        if self.beta < 0:
+            raise ConfigError(f"beta must be >= 0, got {self.beta}")
+        if self.adaptive_kl:
+            if self.beta == 0:
+                # trl builds no reference (and measures no KL) when beta is 0, so there would be nothing to adapt.
+                raise ConfigError(
+                    "adaptive_kl needs a starting beta > 0 (got beta=0); set beta, or adaptive_kl: false"
+                )
+            if not self.kl_target > 0:
+                raise ConfigError(f"kl_target must be > 0, got {self.kl_target}")
+            if not 0 < self.kl_min <= self.beta <= self.kl_max:
+                raise ConfigError(f"need 0 < kl_min <= beta <= kl_max, got {self.kl_min}, {self.beta}, {self.kl_max}")
+            if self.kl_horizon < 1:
+                raise ConfigError(f"kl_horizon must be >= 1, got {self.kl_horizon}")
+
+
+@dataclass
+class ToolScriptArguments(ScriptArguments):
+    """Where the data comes from, and the optional warm start and evaluation around GRPO."""
+
+    dataset_name: str | None = field(
+        default=None,
+        metadata={
+            "help": "Training data: a canonical JSONL/JSON/Parquet file, or a Hugging Face dataset of such rows."
+        },
+    )
+    eval_data: str | None = field(
+        default=None,
+        metadata={"help": "Held-out canonical rows: tool-call accuracy is measured on them before and after GRPO."},
+    )
+    max_train_rows: int | None = field(default=None, metadata={"help": "Use at most this many training rows."})
+    max_eval_rows: int | None = field(default=None, metadata={"help": "Evaluate on at most this many rows."})
+    eval_scorer: Literal["exact", "bfcl", "partial"] = field(
+        default="exact", metadata={"help": "Reward that decides correctness in the before/after evaluation."}
+    )
+    eval_batch_size: int = field(default=32, metadata={"help": "Prompts generated at once during evaluation."})
+    warmup_sft_epochs: float = field(
+        default=0.0,
+        metadata={
+            "help": "Supervised warm start before GRPO (trl SFTTrainer on the gold calls), in epochs; 0 skips it. "
+            "Teaches a model that does not know the call format yet, so that rewards are not all zero."
+        },
+    )
+    warmup_sft_data: str | None = field(
+        default=None,
+        metadata={
+            "help": "Rows the warm start trains on (a canonical JSONL file or a Hugging Face dataset); default: the "
+            "GRPO training rows (`dataset_name`)."
+        },
+    )
+    warmup_sft_peft: bool = field(
+        default=False,
+        metadata={
+            "help": "Warm start a LoRA adapter (the recipe's `lora_*` settings) and merge it into the weights, "
+            "instead of fine-tuning every weight: less memory and time on a CPU."
+        },
+    )
+    warmup_sft_learning_rate: float = field(default=2e-3, metadata={"help": "Learning rate of the warm start."})
+    warmup_sft_batch_size: int = field(default=16, metadata={"help": "Batch size of the warm start."})

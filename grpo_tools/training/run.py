@@ -1,0 +1,355 @@
+"""`grpo-tools train --config RECIPE.yaml [--key value ...]`: GRPO for tool calling, from a recipe.
+
+Stages: config (TrlParser over ToolScriptArguments, ToolGRPOConfig, trl's ModelConfig) -> data (canonical rows,
+checked) -> model and tokenizer -> optional supervised warm start -> held-out accuracy before -> GRPO with the tool
+rewards and adaptive KL -> save the adapter -> held-out accuracy after. Several GPUs or nodes:
+`accelerate launch --config_file recipes/accelerate_configs/zero3.yaml -m grpo_tools.cli train --config ...`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+
+logger = logging.getLogger(__name__)
+
+
+def warm_start(
+    model_path: str,
+    tokenizer: Any,
+    rows: list[dict],
+    script_args: Any,
+    training_args: Any,
+    output_dir: str,
+    model_args: Any = None,
+) -> str:
+    """Supervised fine-tuning on the gold answers (trl SFTTrainer), so the model knows the call format before GRPO;
+    returns the folder of the warmed-up model. With `warmup_sft_peft`, a LoRA adapter built from `model_args` is
+    trained and merged into the weights, so the folder holds a plain model either way."""
+    from trl import SFTConfig, SFTTrainer, get_peft_config
+
+    from grpo_tools.data.prompts import sft_dataset
+    from grpo_tools.training.configs import ConfigError
+
+    config = SFTConfig(
+        output_dir=output_dir,
+        num_train_epochs=script_args.warmup_sft_epochs,
+        learning_rate=script_args.warmup_sft_learning_rate,
+        per_device_train_batch_size=script_args.warmup_sft_batch_size,
+        lr_scheduler_type="cosine",
+        warmup_steps=0.05,
+        logging_steps=max(training_args.logging_steps, 1),
+        save_strategy="no",
+        report_to=[],
+        seed=training_args.seed,
+        bf16=training_args.bf16,
+        use_cpu=training_args.use_cpu,
+        completion_only_loss=True,
+        disable_tqdm=training_args.disable_tqdm,
+    )
+    peft_config = None
+    if script_args.warmup_sft_peft:
+        if model_args is None or not model_args.use_peft:
+            raise ConfigError("warmup_sft_peft needs the LoRA settings of the recipe: set use_peft: true")
+        peft_config = get_peft_config(model_args)
+    trainer = SFTTrainer(
+        model=model_path,
+        args=config,
+        train_dataset=sft_dataset(rows, tokenizer),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+    )
+    trainer.train()
+    if peft_config is not None:
+        trainer.accelerator.unwrap_model(trainer.model).merge_and_unload().save_pretrained(output_dir)
+    else:
+        trainer.save_model(output_dir)
+    tokenizer.save_pretrained(output_dir)
+    return output_dir
+
+
+def _evaluate(model: Any, tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any, label: str) -> Any:
+    from grpo_tools.evaluation.evaluate import evaluate_model
+
+    return evaluate_model(
+        model,
+        tokenizer,
+        rows,
+        training_args.output_dir,
+        scorer=script_args.eval_scorer,
+        batch_size=script_args.eval_batch_size,
+        max_new_tokens=training_args.max_completion_length or 256,
+        progress=not training_args.disable_tqdm,
+        label=label,
+    )
+
+
+def _evaluate_multi_turn(
+    model: Any, tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any, label: str
+) -> Any:
+    """Outcome accuracy on multi-turn rows: greedy rollouts through the same environments as training, under trl's
+    budget (`max_completion_length` for the whole trajectory) and turn limit."""
+    from grpo_tools.tools.rollouts import evaluate_multi_turn
+
+    iterations = training_args.max_tool_calling_iterations
+    return evaluate_multi_turn(
+        model,
+        tokenizer,
+        rows,
+        training_args.output_dir,
+        label=label,
+        batch_size=script_args.eval_batch_size,
+        max_new_tokens=training_args.max_completion_length or 256,
+        max_turns=iterations + 1 if iterations is not None else 8,
+        timeout=training_args.tool_timeout,
+        progress=not training_args.disable_tqdm,
+    )
+
+
+def write_run_info(
+    output_dir: str,
+    script_args: Any,
+    training_args: Any,
+    model_args: Any,
+    argv: list[str] | None,
+    multi_turn: bool = False,
+) -> None:
+    """Record what trained this run in `output_dir`: `run_info.json` (command, base model, data, rewards, KL and LoRA
+    settings, for `multi_turn` runs the outcome weight, extra-call cost and tool limits, and the `provenance.json` of
+    a locally converted base) and a copy of the recipe as `recipe.yaml`. `grpo-tools push` builds the model card from
+    them."""
+    import shlex
+    import shutil
+
+    from grpo_tools.models.provenance import provenance_record
+
+    config = None
+    if argv:
+        for index, arg in enumerate(argv):
+            if arg == "--config" and index + 1 < len(argv):
+                config = argv[index + 1]
+            elif arg.startswith("--config="):
+                config = arg.split("=", 1)[1]
+    info = {
+        "command": shlex.join(["grpo-tools", "train", *(argv or [])]),
+        "base_model": model_args.model_name_or_path,
+        "warm_start_epochs": script_args.warmup_sft_epochs,
+        "warm_start_data": (script_args.warmup_sft_data or script_args.dataset_name)
+        if script_args.warmup_sft_epochs > 0
+        else None,
+        "warm_start_lora": bool(script_args.warmup_sft_peft) if script_args.warmup_sft_epochs > 0 else None,
+        "dataset": script_args.dataset_name,
+        "eval_data": script_args.eval_data,
+        "reward_funcs": list(training_args.reward_funcs),
+        "reward_weights": list(training_args.reward_weights) if training_args.reward_weights else None,
+        "kl": {
+            "beta": training_args.beta,
+            "adaptive_kl": training_args.adaptive_kl,
+            "kl_target": training_args.kl_target,
+            "kl_controller": training_args.kl_controller,
+            "kl_min": training_args.kl_min,
+            "kl_max": training_args.kl_max,
+        },
+        "lora": {
+            "r": model_args.lora_r,
+            "alpha": model_args.lora_alpha,
+            "target_modules": model_args.lora_target_modules,
+        }
+        if model_args.use_peft
+        else None,
+        "num_generations": training_args.num_generations,
+        "learning_rate": training_args.learning_rate,
+        "max_steps": training_args.max_steps,
+        "seed": training_args.seed,
+        "multi_turn": {
+            "outcome_reward_weight": training_args.outcome_reward_weight,
+            "extra_call_cost": training_args.extra_call_cost,
+            "tool_timeout": training_args.tool_timeout,
+            "max_tool_calling_iterations": training_args.max_tool_calling_iterations,
+        }
+        if multi_turn
+        else None,
+    }
+    info["base_provenance"] = provenance_record(model_args.model_name_or_path)  # a locally converted base
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    Path(output_dir, "run_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    if config and os.path.isfile(config):
+        shutil.copyfile(config, Path(output_dir, "recipe.yaml"))
+
+
+def hub_target(training_args: Any) -> str | None:
+    """The repo a recipe pushes to (`push_to_hub`, `hub_model_id`), checked before training starts, or None.
+
+    trl would push every checkpoint on its own with a generic card; grpo-tools pushes once, at the end, through
+    `grpo-tools push`'s code (adapter, reports, plots and the model card), so trl's own pushing is switched off.
+    """
+    from huggingface_hub import get_token
+
+    from grpo_tools.hub.push import HubError, check_repo_id
+    from grpo_tools.training.configs import ConfigError
+
+    if not training_args.push_to_hub:
+        return None
+    repo_id = training_args.hub_model_id
+    if not repo_id:
+        raise ConfigError("push_to_hub needs hub_model_id: the repo to push to, as owner/name")
+    try:
+        check_repo_id(repo_id)
+    except HubError as error:
+        raise ConfigError(f"hub_model_id: {error}") from None
+    if not (training_args.hub_token or get_token()):
+        raise ConfigError("push_to_hub: no Hugging Face token; log in with `hf auth login` or set HF_TOKEN")
+    training_args.push_to_hub = False
+    return repo_id
+
+
+def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] | None = None) -> dict[str, Any]:
+    """Train from parsed configuration; returns the before/after reports (None where there is no eval data).
+    `argv`, the command line, is recorded in the run folder for the model card."""
+    from transformers import AutoTokenizer, set_seed
+    from trl import get_peft_config
+
+    from grpo_tools.data.prompts import load_rows, prompt_dataset
+    from grpo_tools.rewards import get_reward_funcs
+    from grpo_tools.tools.environments import is_multi_turn, make_environment_factory
+    from grpo_tools.tools.trajectories import extra_calls_reward, multi_turn_dataset, outcome_reward, trajectory_reward
+    from grpo_tools.training.configs import ConfigError
+    from grpo_tools.training.trainer import ToolGRPOTrainer
+
+    # Data (and the Hub repo, checked now rather than after hours of training)
+    set_seed(training_args.seed)
+    hub_repo = hub_target(training_args)
+    if not script_args.dataset_name:
+        raise ConfigError("no training data: set dataset_name (a canonical JSONL file or a Hugging Face dataset)")
+    train_rows = load_rows(script_args.dataset_name, script_args.max_train_rows)
+    eval_rows = load_rows(script_args.eval_data, script_args.max_eval_rows) if script_args.eval_data else None
+
+    # Model
+    model_path = model_args.model_name_or_path
+    if not model_path:
+        raise ConfigError("no model: set model_name_or_path")
+    tokenizer = AutoTokenizer.from_pretrained(model_path, revision=model_args.model_revision)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    # `--resume_from_checkpoint true` means the last checkpoint in output_dir; a path means that checkpoint.
+    resume = training_args.resume_from_checkpoint
+    if isinstance(resume, str) and resume.lower() in ("true", "false", "yes", "no", "1", "0", ""):
+        resume = resume.lower() in ("true", "yes", "1")
+    resuming = bool(resume)
+    warm_path = os.path.join(training_args.output_dir, "warmup")
+    if script_args.warmup_sft_epochs > 0:
+        warm_rows = load_rows(script_args.warmup_sft_data) if script_args.warmup_sft_data else train_rows
+        model_path = (
+            warm_path
+            if resuming and os.path.isdir(warm_path)
+            else warm_start(model_path, tokenizer, warm_rows, script_args, training_args, warm_path, model_args)
+        )
+    if training_args.model_init_kwargs is None:
+        training_args.model_init_kwargs = {"dtype": model_args.dtype or "auto"}
+
+    # Trainer: a fresh LoRA adapter is the identity, so evaluating before training measures the starting model.
+    # Multi-turn rows (`env`, `expected`): trl executes the environment's tools during rollouts; the call rewards score
+    # every call of a trajectory, and the outcome and the extra-call cost join them with their own weights.
+    multi_turn = is_multi_turn(train_rows)
+    reward_funcs = get_reward_funcs(training_args.reward_funcs)
+    rollouts: dict[str, Any] = {}
+    if multi_turn:
+        reward_funcs = [trajectory_reward(function) for function in reward_funcs]
+        rollouts["environment_factory"] = make_environment_factory(train_rows, training_args.tool_timeout)
+    trainer = ToolGRPOTrainer(
+        model=model_path,
+        reward_funcs=reward_funcs,
+        args=training_args,
+        train_dataset=multi_turn_dataset(train_rows) if multi_turn else prompt_dataset(train_rows, tokenizer),
+        processing_class=tokenizer,
+        peft_config=get_peft_config(model_args),
+        **rollouts,
+    )
+    if multi_turn:
+        trainer.add_reward_func(outcome_reward, training_args.outcome_reward_weight)
+        trainer.add_reward_func(extra_calls_reward, training_args.extra_call_cost)
+    evaluator = _evaluate_multi_turn if eval_rows is not None and is_multi_turn(eval_rows) else _evaluate
+    distributed = trainer.accelerator.num_processes > 1
+    if eval_rows is not None and distributed:
+        logger.warning("evaluation around training runs in single-process runs only; use `grpo-tools eval` after")
+    evaluate = eval_rows is not None and not distributed
+    before = evaluator(trainer.model, tokenizer, eval_rows, script_args, training_args, "before") if evaluate else None
+
+    # Train and save
+    trainer.train(resume_from_checkpoint=resume or None)
+    trainer.save_model(training_args.output_dir)
+    trainer.save_state()  # trainer_state.json: the logged history `grpo-tools plot` draws
+    if trainer.accelerator.is_main_process:
+        tokenizer.save_pretrained(training_args.output_dir)
+        write_run_info(training_args.output_dir, script_args, training_args, model_args, argv, multi_turn)
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    after = evaluator(model, tokenizer, eval_rows, script_args, training_args, "after") if evaluate else None
+    if before and after:
+        from grpo_tools.evaluation.evaluate import print_comparison
+        from grpo_tools.evaluation.plot import plot_accuracy_by_category
+
+        print_comparison(
+            {"before": before, "after": after},
+            title=f"held-out tool-call accuracy ({after['scorer']}), before and after GRPO",
+        )
+        plot_accuracy_by_category(
+            {"before": before, "after": after}, Path(training_args.output_dir, "accuracy_by_category.png")
+        )
+        summary = {"before": before["accuracy"], "after": after["accuracy"], "scorer": after["scorer"]}
+        Path(training_args.output_dir, "eval_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if trainer.accelerator.is_main_process:
+        from grpo_tools.evaluation.plot import HistoryError, plot_run
+
+        try:
+            plot_run(training_args.output_dir)  # training_curves.png
+        except HistoryError as error:  # e.g. logging_steps past max_steps: nothing was logged to draw
+            logger.warning("no training curves drawn: %s", error)
+
+    # Push: after a warm start the adapter sits on a warm-started copy of the base, so the merged model is pushed
+    if hub_repo and trainer.accelerator.is_main_process:
+        from grpo_tools.hub.push import push_run
+
+        result = push_run(
+            training_args.output_dir,
+            hub_repo,
+            private=bool(training_args.hub_private_repo),
+            revision=training_args.hub_revision,
+            merge=script_args.warmup_sft_epochs > 0,
+            token=training_args.hub_token,
+        )
+        logger.info("pushed %d files to %s", len(result.files), result.url)
+    return {"before": before, "after": after}
+
+
+def main(argv: list[str]) -> int:
+    """Parse the recipe and flags, train, and turn known failures into one clear message."""
+    from trl import TrlParser
+
+    from grpo_tools.data.rows import DataError
+    from grpo_tools.training.configs import ConfigError, ModelConfig, ToolGRPOConfig, ToolScriptArguments
+    from grpo_tools.training.trainer import TrainingDivergedError
+
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    # trl still sets transformers' old `gradient_checkpointing` names; the rename warning is noise to a user.
+    warnings.filterwarnings("ignore", message=".*gradient_checkpoint.*deprecated", category=FutureWarning)
+    parser = TrlParser((ToolScriptArguments, ToolGRPOConfig, ModelConfig), prog="grpo-tools train")
+    try:
+        script_args, training_args, model_args = parser.parse_args_and_config(args=argv)
+    except (ValueError, OSError) as error:
+        print(f"grpo-tools train: {error}", file=sys.stderr)
+        return 2
+    try:
+        run(script_args, training_args, model_args, argv)
+    except (ConfigError, DataError, OSError) as error:  # OSError: a model that is neither a folder nor on the Hub
+        print(f"grpo-tools train: {error}", file=sys.stderr)
+        return 2
+    except TrainingDivergedError as error:
+        print(f"grpo-tools train: {error}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,176 @@
+"""`ToolGRPOTrainer`: trl's `GRPOTrainer` with an adaptive KL coefficient and a guard against divergence.
+
+trl does the rest (generation, rewards, group advantages, the clipped loss with its k3 KL, LoRA with the adapter
+disabled as the reference, accelerate / DeepSpeed / FSDP). What this adds:
+- after each optimizer step, the step's measured KL (mean per-token k3 over completion tokens, reduced over all
+  processes, so every process gets the same value) goes to `AdaptiveKLController`, and the coefficient it returns is
+  the one the next step's loss uses (`self.beta`, which trl reads on every loss computation);
+- the coefficient in force is logged as `kl_coef` and saved with every checkpoint (`kl_controller.json`), and restored
+  on `resume_from_checkpoint`;
+- a non-finite loss or reward stops the run with `TrainingDivergedError` before anything more is saved, so the last
+  checkpoint stays intact;
+- with `environment_factory` (multi-turn tool use), per-step tool metrics read from each rollout's environment:
+  `tools/calls_per_rollout`, `tools/turns` (assistant turns per rollout), `tools/failure_rate` (failed calls per
+  call) and its parts by kind, `tools/failures/<kind>` for each of `environments.FAILURE_KINDS`;
+- `add_reward_func`, for rewards weighted outside `reward_funcs` (the multi-turn outcome and extra-call cost).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+import torch
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from trl import GRPOTrainer
+
+from grpo_tools.training.kl import AdaptiveKLController
+
+
+__all__ = ["KL_STATE_FILE", "ToolGRPOTrainer", "TrainingDivergedError"]
+
+logger = logging.getLogger(__name__)
+KL_STATE_FILE = "kl_controller.json"
+
+
+class TrainingDivergedError(RuntimeError):
+    """The loss or a reward became non-finite; training stopped without saving anything further."""
+
+
+class ToolGRPOTrainer(GRPOTrainer):
+    """`trl.GRPOTrainer` whose KL coefficient adapts to hold the measured KL near `args.kl_target`.
+
+    Takes the same arguments as `GRPOTrainer`; with a `ToolGRPOConfig` whose `adaptive_kl` is true (the default), the
+    coefficient starts at `args.beta` and is updated after every optimizer step. With a plain `GRPOConfig`, or
+    `adaptive_kl: false`, it behaves exactly like `GRPOTrainer` plus the divergence guard.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        config = self.args
+        self.kl_controller: AdaptiveKLController | None = None
+        if getattr(config, "adaptive_kl", False):
+            self.kl_controller = AdaptiveKLController(
+                coef=config.beta,
+                target=config.kl_target,
+                rule=config.kl_controller,
+                min_coef=config.kl_min,
+                max_coef=config.kl_max,
+                horizon=config.kl_horizon,
+            )
+        # KL x tokens, tokens and completions of the micro-batches since the last optimizer step, over all processes.
+        self._step_kl = torch.zeros(3, dtype=torch.float64)
+        # (step KL fed to the controller, coefficient it returned), one pair per optimizer step of this process.
+        self.kl_history: list[tuple[float, float]] = []
+
+    def _compute_loss(self, model: torch.nn.Module, inputs: dict[str, Any]) -> torch.Tensor:
+        loss = super()._compute_loss(model, inputs)
+        if not torch.isfinite(loss).all():
+            raise TrainingDivergedError(
+                f"the loss is {loss.item()} at step {self.state.global_step}; stopping before anything more is saved "
+                "(the last checkpoint is intact). Lower the learning rate or raise beta."
+            )
+        if self.kl_controller is not None and self.model.training:
+            self._track_kl(inputs)
+        return loss
+
+    def _track_kl(self, inputs: dict[str, Any]) -> None:
+        """Accumulate this micro-batch's KL; at the optimizer-step boundary, update the coefficient."""
+        # trl just appended this micro-batch's KL: its token-weighted mean over all processes' completion tokens.
+        kl = self._metrics["train"]["kl"][-1]
+        mask = (
+            inputs["completion_mask"] if "tool_mask" not in inputs else inputs["completion_mask"] * inputs["tool_mask"]
+        )
+        local = torch.stack([mask.sum().float(), torch.tensor(float(mask.size(0)), device=mask.device)])  # (2,)
+        tokens, completions = self.accelerator.reduce(local, reduction="sum").tolist()
+        self._step_kl += torch.tensor([kl * tokens, tokens, completions], dtype=torch.float64)
+        # The last micro-batch of an accumulation cycle: the optimizer steps right after this loss (as trl's own
+        # entropy controller reads it).
+        if self.accelerator.sync_gradients:
+            kl_sum, token_count, completion_count = self._step_kl.tolist()
+            step_kl = kl_sum / max(token_count, 1.0)
+            self._metrics["train"]["kl_coef"].append(self.beta)  # the coefficient this step's loss used
+            self.beta = self.kl_controller.update(step_kl, int(completion_count))
+            self.kl_history.append((step_kl, self.beta))
+            self._step_kl.zero_()
+
+    def add_reward_func(self, function: Any, weight: float) -> None:
+        """Add a reward function with its weight after construction, the way trl adds an environment's `get_reward`;
+        logged under the function's name. Call it before `train`."""
+        from trl.trainer.utils import get_callable_name
+
+        self.reward_funcs.append(function)
+        self.reward_func_names.append(get_callable_name(function))
+        self.reward_processing_classes.append(None)
+        self.reward_weights = torch.cat([self.reward_weights, torch.tensor([weight], dtype=torch.float32)])
+
+    def _log_tool_metrics(self, completions: Any) -> None:
+        """Calls, turns and failures by kind of this batch's rollouts, over all processes, into the step's metrics."""
+        from grpo_tools.tools.environments import FAILURE_KINDS
+        from grpo_tools.tools.trajectories import rollout_stats
+
+        stats = [
+            rollout_stats(environment, completion)
+            for environment, completion in zip(self.environments, completions, strict=True)
+        ]
+        local = torch.tensor(
+            [[item.calls, item.turns, *(item.failures[kind] for kind in FAILURE_KINDS)] for item in stats],
+            dtype=torch.float32,
+            device=self.accelerator.device,
+        )  # (B, 2 + kinds)
+        counts = self.accelerator.gather(local)  # (B x processes, 2 + kinds)
+        calls = counts[:, 0].sum().item()
+        failures = counts[:, 2:].sum(dim=0)  # (kinds,)
+        metrics = self._metrics["train" if self.model.training else "eval"]
+        metrics["tools/calls_per_rollout"].append(counts[:, 0].mean().item())
+        metrics["tools/turns"].append(counts[:, 1].mean().item())
+        metrics["tools/failure_rate"].append(failures.sum().item() / calls if calls else 0.0)
+        for kind, count in zip(FAILURE_KINDS, failures.tolist(), strict=True):
+            metrics[f"tools/failures/{kind}"].append(count / calls if calls else 0.0)
+
+    def _calculate_rewards(
+        self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any
+    ) -> torch.Tensor:
+        if self.environments is not None:
+            self._log_tool_metrics(completions)
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)  # (B, num_funcs)
+        # trl turns a reward function's None ("does not apply") into NaN; a row where every function abstains, or any
+        # infinite reward, leaves no usable signal.
+        if torch.isinf(rewards).any() or torch.isnan(rewards).all(dim=1).any():
+            names = [getattr(func, "__name__", str(func)) for func in self.reward_funcs]
+            raise TrainingDivergedError(
+                f"non-finite rewards at step {self.state.global_step} (reward functions {names}); stopping before "
+                "anything more is saved (the last checkpoint is intact)"
+            )
+        return rewards
+
+    def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
+        # Written first, so that any checkpoint complete enough to resume from holds the coefficient.
+        if self.kl_controller is not None and self.args.should_save:
+            folder = os.path.join(
+                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            )
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, KL_STATE_FILE), "w") as handle:
+                json.dump(self.kl_controller.state_dict(), handle, indent=2)
+        super()._save_checkpoint(model, trial)
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
+        """Train; when resuming, the KL coefficient in force at the checkpoint is restored first."""
+        if resume_from_checkpoint and self.kl_controller is not None:
+            folder = resume_from_checkpoint
+            if folder is True:
+                folder = get_last_checkpoint(self.args.output_dir)
+            state_file = os.path.join(folder, KL_STATE_FILE) if isinstance(folder, str) else None
+            if state_file and os.path.isfile(state_file):
+                with open(state_file) as handle:
+                    self.kl_controller.load_state_dict(json.load(handle))
+                self.beta = self.kl_controller.coef
+                logger.info("restored the KL coefficient %.6g from %s", self.beta, state_file)
+            elif state_file:
+                logger.warning(
+                    "%s has no %s; the KL coefficient restarts at beta=%s", folder, KL_STATE_FILE, self.beta
+                )
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)

@@ -1,0 +1,84 @@
+"""The bundled mapping task (`grpo_tools.data.mapping`, what `make train` trains SmolLM2 on): the committed files are what
+the generator writes, and each split does the job data/README.md gives it: the warm start sees only literal requests
+(and a few that need no call), GRPO sees mapped requests and many that need no call, and the held-out split shares no call and no mapped or
+unrelated phrasing with the others."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from grpo_tools.data.mapping import (
+    CURRENCY_NAMES,
+    CURRENCY_TEMPLATES,
+    EVAL_UNRELATED,
+    HOURS,
+    MAPPING_FILES,
+    MAPPING_ROWS,
+    TIMER_TEMPLATES,
+    write_mapping_data,
+)
+from grpo_tools.data.prompts import load_rows
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return {split: load_rows(f"data/{name}") for split, name in MAPPING_FILES.items()}
+
+
+def _calls(rows):
+    return {json.dumps(call, sort_keys=True) for row in rows for call in row["answers"]}
+
+
+def _template_pattern(template):
+    return re.compile("^" + re.sub(r"\\\{\w+\\\}", ".+", re.escape(template)) + "$")
+
+
+def test_the_bundled_files_are_what_the_generator_writes(tmp_path):
+    for split, path in write_mapping_data(tmp_path).items():
+        assert path.read_text(encoding="utf-8") == Path("data", MAPPING_FILES[split]).read_text(encoding="utf-8")
+
+
+def test_each_split_has_its_size_and_categories(splits):
+    assert {split: len(rows) for split, rows in splits.items()} == MAPPING_ROWS
+    assert sum(row["category"] == "irrelevance" for row in splits["warmup"]) == len(splits["warmup"]) // 8
+    for split in ("train", "eval"):
+        assert sum(row["category"] == "irrelevance" for row in splits[split]) == len(splits[split]) // 4
+
+
+def test_the_warm_start_sees_no_mapping(splits):
+    names = [name for names in CURRENCY_NAMES.values() for name in names]
+    for row in splits["warmup"]:
+        text = row["messages"][0]["content"]
+        assert not any(name in text for name in names), text
+        assert not any(phrase in text for phrase in HOURS.values()), text
+
+
+def test_grpo_rows_need_words_mapped_to_codes_and_hours_to_minutes(splits):
+    names = [name for names in CURRENCY_NAMES.values() for name in names]
+    mapped = [
+        row
+        for row in splits["train"]
+        if row["answers"] and any(word in row["messages"][0]["content"] for word in [*names, *HOURS.values()])
+    ]
+    assert len(mapped) > 50
+    for row in mapped:
+        text, (call,) = row["messages"][0]["content"], row["answers"]
+        if call["name"] == "set_timer":
+            assert HOURS[call["arguments"]["minutes"]] in text
+        else:
+            assert any(name in text for name in CURRENCY_NAMES[call["arguments"]["to_currency"]])
+            assert call["arguments"]["to_currency"] not in text  # the code itself is never written
+
+
+def test_the_held_out_split_shares_no_call_and_no_phrasing(splits):
+    seen = splits["warmup"] + splits["train"]
+    assert not _calls(splits["eval"]) & _calls(seen)
+    seen_texts = {row["messages"][0]["content"] for row in seen}
+    assert not any(request in seen_texts for request in EVAL_UNRELATED)
+    held_out = [_template_pattern(t) for t in CURRENCY_TEMPLATES["eval"] + TIMER_TEMPLATES["eval"]]
+    assert not any(pattern.match(text) for pattern in held_out for text in seen_texts)
+    assert (
+        sum(any(pattern.match(row["messages"][0]["content"]) for pattern in held_out) for row in splits["eval"]) >= 10
+    )

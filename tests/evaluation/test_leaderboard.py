@@ -1,0 +1,181 @@
+"""Tests for `make eval-bfcl`'s two steps (`grpo_tools.evaluation.leaderboard`): the leaderboard table from known per-category
+figures (non-live overall unweighted, live overall weighted by rows, `–` for a category without rows, the rows each
+figure covers); BFCL's categories converted from the installed bfcl-eval, sampled, scored by `grpo-tools score
+--per-row` and told apart by their ids (live from non-live) in the table; and one clear message, exit 2, for bad
+input."""
+
+import doctest
+import json
+from pathlib import Path
+
+import pytest
+
+import grpo_tools.evaluation.leaderboard
+from grpo_tools.cli import main as cli
+from grpo_tools.evaluation.leaderboard import (
+    CATEGORIES,
+    MISSING,
+    Tally,
+    format_table,
+    leaderboard_cells,
+    main,
+    select_rows,
+    source_category,
+    tally_verdicts,
+)
+
+
+def write_lines(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def gold_text(row: dict) -> str:
+    """The row's gold calls as Hermes text, the form `tool_bfcl` reads from a model."""
+    calls = [{"name": call["name"], "arguments": call["arguments"]} for call in row["answers"]]
+    return "".join(f"<tool_call>\n{json.dumps(call)}\n</tool_call>\n" for call in calls)
+
+
+def verdicts(category: str, correct: int, wrong: int) -> list[dict]:
+    """`score --per-row` lines for one BFCL category, ids in BFCL's own forms."""
+    suffix = "{}-0-0" if category.startswith("live_") else "{}"
+    return [
+        {"id": f"{category}_{suffix.format(index)}", "category": "x", "score": 1.0, "correct": index < correct}
+        for index in range(correct + wrong)
+    ]
+
+
+BEFORE = {
+    "simple_python": (2, 2),  # 50%
+    "multiple": (1, 1),  # 50%
+    "parallel": (0, 2),  # 0%; parallel_multiple has no rows
+    "live_simple": (3, 1),  # 75% of 4 rows
+    "live_multiple": (1, 5),  # 16.7% of 6 rows
+    "irrelevance": (3, 0),
+}
+AFTER = {**BEFORE, "simple_python": (4, 0), "live_multiple": (4, 2), "irrelevance": (0, 3)}
+
+
+def runs() -> dict[str, dict[str, Tally]]:
+    return {
+        label: tally_verdicts([line for category, (c, w) in figures.items() for line in verdicts(category, c, w)])
+        for label, figures in (("before", BEFORE), ("after", AFTER))
+    }
+
+
+def test_table_follows_the_leaderboards_columns_and_says_how_many_rows_each_figure_covers():
+    before, after, rows = leaderboard_cells(runs())
+    # Non-live overall: the unweighted mean of the categories with rows, (50 + 50 + 0) / 3 (weighted would be 37.5).
+    # Live overall: weighted by rows, 4 of 10 right (unweighted would be 45.8).
+    assert before[:11] == ["before", "50.0", "50.0", "0.0", MISSING, "33.3", "75.0", "16.7", MISSING, MISSING, "40.0"]
+    assert after[:11] == ["after", "100.0", "50.0", "0.0", MISSING, "50.0", "75.0", "66.7", MISSING, MISSING, "70.0"]
+    assert rows == ["rows", "4", "2", "2", "0", "8", "4", "6", "0", "0", "10", "3", "0"]
+
+
+def test_irrelevance_columns_and_a_category_without_rows():
+    before, after, _ = leaderboard_cells(runs())
+    assert before[11:] == ["100.0", MISSING]  # irrelevance, live_irrelevance
+    assert after[11:] == ["0.0", MISSING]
+
+
+def test_formatted_table_has_the_groups_the_columns_and_a_line_per_run():
+    text = format_table(runs())
+    assert "Non-live" in text.splitlines()[0] and "Live" in text.splitlines()[0]
+    lines = {line.split()[0]: line.split() for line in text.splitlines() if line.split()[:1] in (["before"], ["rows"])}
+    assert lines["before"][1:] == leaderboard_cells(runs())[0][1:]
+    assert lines["rows"] == leaderboard_cells(runs())[2]
+    assert len({len(line) for line in text.splitlines()[1:] if line.startswith(("before", "after", "rows"))}) == 1
+
+
+def test_runs_over_different_rows_are_refused():
+    figures = runs()
+    figures["after"] = {**figures["after"], "parallel": Tally(3, 0)}
+    with pytest.raises(ValueError, match="differ"):
+        leaderboard_cells(figures)
+
+
+def test_source_category_keeps_live_and_non_live_apart():
+    assert [source_category(i) for i in ("simple_python_3", "live_simple_3-1-0", "parallel_multiple_9")] == [
+        "simple_python",
+        "live_simple",
+        "parallel_multiple",
+    ]
+    with pytest.raises(ValueError, match="weather-0007"):
+        source_category("weather-0007")
+    assert doctest.testmod(grpo_tools.evaluation.leaderboard).failed == 0
+
+
+def test_select_spreads_rows_over_the_file_and_takes_the_next_row_for_one_check_data_rejects():
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+    rows = [
+        {"id": f"multiple_{i}", "messages": [{"role": "user", "content": "hi"}], "tools": [tool], "answers": []}
+        for i in range(10)
+    ]
+    rows[0]["answers"] = [{"name": "not_offered", "arguments": {}}]
+    chosen, skipped = select_rows(rows, 3)
+    assert skipped == 1
+    assert [row["id"] for row in chosen] == ["multiple_1", "multiple_3", "multiple_6"]
+    assert select_rows(rows, 50) == (rows[1:], 1)
+    for row in rows[7:]:  # the walk runs off the end: the sound rows of the whole file are spread instead
+        row["answers"] = [{"name": "not_offered", "arguments": {}}]
+    chosen, skipped = select_rows(rows, 4)
+    assert ([row["id"] for row in chosen], skipped) == (["multiple_1", "multiple_2", "multiple_4", "multiple_5"], 4)
+
+
+@pytest.fixture(scope="module")
+def bfcl_eval_file(tmp_path_factory):
+    """Two rows per category converted from the installed bfcl-eval by `grpo-tools convert` and `select`."""
+    pytest.importorskip("bfcl_eval")
+    folder = tmp_path_factory.mktemp("bfcl")
+    for category in CATEGORIES:
+        assert cli(["convert", "--from", "bfcl", category, "--output", str(folder / f"{category}.jsonl")]) == 0
+    converted = [str(folder / f"{category}.jsonl") for category in CATEGORIES]
+    assert main(["select", "--rows", "2", "--output", str(folder / "bfcl.jsonl"), *converted]) == 0
+    return folder / "bfcl.jsonl"
+
+
+def test_converted_categories_are_told_apart_by_id_through_score(bfcl_eval_file, tmp_path, capsys):
+    rows = [json.loads(line) for line in bfcl_eval_file.read_text().splitlines()]
+    assert len(rows) == 2 * len(CATEGORIES)
+    assert {row["category"] for row in rows if row["id"].startswith("live_simple")} == {"simple"}  # hence the ids
+    # The gold answer for non-live rows, nothing for live ones: live AST all wrong, non-live all right.
+    predictions = [{"id": r["id"], "completion": "" if r["id"].startswith("live_") else gold_text(r)} for r in rows]
+    write_lines(tmp_path / "pred.jsonl", predictions)
+    for label in ("before", "after"):
+        argv = ["score", "--data", str(bfcl_eval_file), "--predictions", str(tmp_path / "pred.jsonl"), "--quiet"]
+        assert cli([*argv, "--scorer", "bfcl", "--per-row", str(tmp_path / f"{label}.jsonl")]) == 0
+    capsys.readouterr()
+    assert main(["table", str(tmp_path / "before.jsonl"), str(tmp_path / "after.jsonl")]) == 0
+    table = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
+    assert table["before"] == ["100.0"] * 5 + ["0.0"] * 5 + ["100.0", "100.0"]
+    assert table["rows"] == ["2", "2", "2", "2", "8", "2", "2", "2", "2", "8", "2", "2"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["table", "{verdicts}", "{missing}"], "no such file"),
+        (["table", "{foreign}", "{foreign}"], "weather-0007"),
+        (["table", "{rows}", "{rows}"], "not a `grpo-tools score --per-row` verdict"),
+        (["select", "--rows", "2", "--output", "{out}", "{foreign}"], "row 1: id 'weather-0007'"),
+        (["select", "--rows", "0", "--output", "{out}", "{rows}"], "--rows must be at least 1"),
+    ],
+)
+def test_bad_input_gets_one_message_and_exit_2(tmp_path, capsys, argv, message):
+    paths = {
+        "verdicts": write_lines(tmp_path / "v.jsonl", verdicts("multiple", 1, 1)),
+        "foreign": write_lines(tmp_path / "f.jsonl", [{"id": "weather-0007", "correct": True}]),
+        "rows": write_lines(tmp_path / "r.jsonl", [{"id": "multiple_0"}]),
+        "missing": tmp_path / "absent.jsonl",
+        "out": tmp_path / "out.jsonl",
+    }
+    argv = [part.format(**paths) for part in argv]
+    if argv[0] == "select" and "0" in argv:
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        code = exit_info.value.code
+    else:
+        code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and "Traceback" not in err

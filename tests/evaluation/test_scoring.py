@@ -1,0 +1,203 @@
+"""Tests for `grpo_tools.evaluation.scoring` and `grpo-tools score`: a report computed by hand on a small dataset, the join and
+counting rules (missing, unmatched, duplicate, unreadable predictions), per-row verdicts, identical reports for any
+number of workers, and one clear message for each kind of bad input."""
+
+import json
+
+import pytest
+
+from grpo_tools.cli import main as cli
+from grpo_tools.data.rows import DataError
+from grpo_tools.evaluation.scoring import SCORERS, index_data, score_files
+
+
+def tool(name, properties, required=()):
+    parameters = {"type": "object", "properties": properties, "required": list(required)}
+    return {"type": "function", "function": {"name": name, "description": name, "parameters": parameters}}
+
+
+WEATHER = tool("get_weather", {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}}, ["city"])
+TIMER = tool("set_timer", {"minutes": {"type": "integer"}}, ["minutes"])
+MESSAGES = [{"role": "user", "content": "..."}]
+
+DATA = [
+    {"id": "a", "messages": MESSAGES, "tools": [WEATHER], "category": "simple",
+     "answers": [{"name": "get_weather", "arguments": {"city": "Lyon", "unit": "c"}}]},
+    {"id": "b", "messages": MESSAGES, "tools": [WEATHER], "category": "simple",
+     "answers": [{"name": "get_weather", "arguments": {"city": "Rome"}}],
+     "possible_answers": [{"get_weather": {"city": ["Rome"], "unit": ["c", ""]}}]},
+    {"id": "c", "messages": MESSAGES, "tools": [WEATHER, TIMER],  # no category: derived as "multiple"
+     "answers": [{"name": "set_timer", "arguments": {"minutes": 5}}]},
+    {"id": "d", "messages": MESSAGES, "tools": [WEATHER], "category": "parallel",
+     "answers": [{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "get_weather", "arguments": {"city": "Lima"}}]},
+    {"id": "e", "messages": MESSAGES, "tools": [TIMER], "answers": []},  # derived: irrelevance
+    {"id": "f", "messages": MESSAGES, "tools": [TIMER], "category": "simple",
+     "answers": [{"name": "set_timer", "arguments": {"minutes": 10}}]},
+]  # fmt: skip
+
+
+def hermes(*calls):
+    return "".join(f"<tool_call>{json.dumps(call)}</tool_call>" for call in calls)
+
+
+PREDICTIONS = [
+    {"id": "a", "completion": '[get_weather(city="lyon", unit="c")]'},  # bfcl: right (normalised); exact: wrong
+    {"id": "b", "completion": hermes({"name": "get_weather", "arguments": {"city": "Rome", "unit": "c"}})},  # right
+    {"id": "c", "completion": hermes({"name": "set_timer", "arguments": {"minutes": "5"}})},  # wrong_type
+    {"id": "d", "completion": hermes({"name": "get_weather", "arguments": {"city": "Lima"}})},  # wrong_count
+    {"id": "e", "completion": "No tool fits that."},  # right
+    {"id": "ghost", "completion": "x"},  # unmatched
+    {"id": "a", "completion": "a second prediction for a"},  # duplicate: ignored, counted
+]
+PREDICTION_LINES = [json.dumps(p) for p in PREDICTIONS[:5]] + ["{not json", json.dumps({"id": "z"})]
+PREDICTION_LINES += [json.dumps(p) for p in PREDICTIONS[5:]]
+# f has no prediction: missing_prediction, scores 0.
+
+
+@pytest.fixture
+def files(tmp_path):
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in DATA))
+    predictions = tmp_path / "pred.jsonl"
+    predictions.write_text("\n".join(PREDICTION_LINES) + "\n")
+    return data, predictions
+
+
+def test_bfcl_report_computed_by_hand(files):
+    data, predictions = files
+    report, notes = score_files(data, predictions, "bfcl", workers=1, progress=False)
+    assert report == {
+        "scorer": "bfcl",
+        "data": str(data),
+        "predictions": str(predictions),
+        "rows": {
+            "data": 6,
+            "predictions": 7,  # readable lines, including the unmatched and the duplicate
+            "scored": 5,
+            "missing_prediction": 1,
+            "unmatched_prediction": 1,
+            "duplicate_prediction": 1,
+            "unreadable": 2,
+            "invalid_data": 0,
+        },
+        "accuracy": 3 / 6,
+        "mean_reward": 3 / 6,
+        "by_category": {
+            "irrelevance": {"rows": 1, "correct": 1, "accuracy": 1.0, "mean_reward": 1.0},
+            "multiple": {"rows": 1, "correct": 0, "accuracy": 0.0, "mean_reward": 0.0},
+            "parallel": {"rows": 1, "correct": 0, "accuracy": 0.0, "mean_reward": 0.0},
+            "simple": {"rows": 3, "correct": 2, "accuracy": 2 / 3, "mean_reward": 2 / 3},
+        },
+        "errors": {"wrong_type": 1, "wrong_count": 1, "missing_prediction": 1},
+    }
+    assert len(notes) == 4
+    assert any("row 6: not valid JSON" in note for note in notes)
+    assert any("row 7: completion: missing" in note for note in notes)
+    assert any("(id=ghost): no data row has this id" in note for note in notes)
+    assert any("(id=a): a second prediction" in note for note in notes)
+
+
+def test_partial_scorer_mean_reward_by_hand(files):
+    data, predictions = files
+    report, _ = score_files(data, predictions, "partial", workers=1, progress=False)
+    # a: city value wrong (lyon vs Lyon): (1 + 1 + 1/2) / 3; b: extra unit: (1 + 1/2 + 1) / 3; c: (1 + 1 + 0) / 3;
+    # d: one of two gold calls matched: 1 / 2; e: 1; f: 0 (missing).
+    expected = (2.5 / 3 + 2.5 / 3 + 2 / 3 + 0.5 + 1 + 0) / 6
+    assert report["mean_reward"] == pytest.approx(expected)
+    assert report["accuracy"] == pytest.approx(1 / 6)  # only e earns full credit
+
+
+def test_per_row_verdicts_cover_every_data_row(files, tmp_path):
+    data, predictions = files
+    per_row = tmp_path / "rows.jsonl"
+    score_files(data, predictions, "exact", workers=1, per_row=per_row, progress=False)
+    rows = {row["id"]: row for row in map(json.loads, per_row.read_text().splitlines())}
+    assert set(rows) == {"a", "b", "c", "d", "e", "f"}
+    assert rows["a"] == {"id": "a", "category": "simple", "score": 0.0, "correct": False, "errors": ["wrong_value"]}
+    assert rows["e"] == {"id": "e", "category": "irrelevance", "score": 1.0, "correct": True, "errors": []}
+    assert rows["f"]["errors"] == ["missing_prediction"]
+
+
+def test_workers_give_the_same_report_and_rows(tmp_path):
+    data = tmp_path / "data.jsonl"
+    predictions = tmp_path / "pred.jsonl"
+    rows = [{**DATA[i % len(DATA)], "id": f"r{i}"} for i in range(2_500)]  # several chunks of 1,000
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    completions = [PREDICTIONS[i % 5]["completion"] for i in range(2_400)]
+    predictions.write_text(
+        "".join(json.dumps({"id": f"r{i}", "completion": c}) + "\n" for i, c in enumerate(completions))
+    )
+    one, _ = score_files(data, predictions, "partial", workers=1, per_row=tmp_path / "one.jsonl", progress=False)
+    two, _ = score_files(data, predictions, "partial", workers=2, per_row=tmp_path / "two.jsonl", progress=False)
+    assert one == two
+    assert one["rows"]["missing_prediction"] == 100
+    assert (tmp_path / "one.jsonl").read_text() == (tmp_path / "two.jsonl").read_text()
+
+
+def test_cli_prints_tables_and_writes_the_report(files, tmp_path, capsys):
+    data, predictions = files
+    output = tmp_path / "out" / "report.json"
+    code = cli(["score", "--data", str(data), "--predictions", str(predictions), "--output", str(output), "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert json.loads(output.read_text())["accuracy"] == 0.5
+    assert "bfcl accuracy" in captured.out and "irrelevance" in captured.out and "wrong_count" in captured.out
+    assert "no data row has this id" in captured.err
+
+
+def test_scorer_choices_come_from_the_reward_registry():
+    assert list(SCORERS) == ["format", "schema", "exact", "partial", "bfcl"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"id": "a", "tools": [], "answers": []}\nnot json\n', "data.jsonl: row 2: not valid JSON"),
+        ('{"tools": [], "answers": []}\n', "data.jsonl: row 1: id: missing"),
+        ('{"id": "a", "answers": []}\n', r"data.jsonl: row 1 \(id=a\): tools: missing"),
+        ('{"id": "a", "tools": []}\n', r"data.jsonl: row 1 \(id=a\): answers: missing"),
+        (
+            '{"id": "a", "tools": [], "answers": [{"arguments": {}}]}\n',
+            r"row 1 \(id=a\): answers\[0\] must be an object",
+        ),
+        ('{"id": "a", "tools": {}, "answers": []}\n', r"row 1 \(id=a\): tools must be a list"),
+        ('{"id": "a", "tools": [], "answers": []}\n{"id": "a", "tools": [], "answers": []}\n', "duplicate of row 1"),
+        ("\n\n", "no data rows"),
+    ],
+)
+def test_bad_data_gets_one_clear_message(tmp_path, content, message):
+    data = tmp_path / "data.jsonl"
+    data.write_text(content)
+    with pytest.raises(DataError, match=message):
+        index_data(data)
+
+
+def test_bad_input_exits_2_without_a_traceback(tmp_path, capsys):
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"id": "a", "tools": [], "answers": []}\n')
+    assert cli(["score", "--data", str(tmp_path / "missing.jsonl"), "--predictions", str(data)]) == 2
+    assert "missing.jsonl: no such file" in capsys.readouterr().err
+    assert cli(["score", "--data", str(data), "--predictions", str(tmp_path / "nope.jsonl")]) == 2
+    assert "nope.jsonl: no such file" in capsys.readouterr().err
+    data.write_text('{"id": "a"}\n')
+    assert cli(["score", "--data", str(data), "--predictions", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert "tools: missing" in err and "Traceback" not in err
+
+
+def test_a_tool_schema_only_the_scorer_reads_is_reported_and_fails_the_run(tmp_path, capsys):
+    broken = {
+        "type": "function",
+        "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "colour"}}}},
+    }
+    data = tmp_path / "data.jsonl"
+    data.write_text(
+        json.dumps(
+            {"id": "a", "messages": MESSAGES, "tools": [broken], "answers": [{"name": "f", "arguments": {"x": 1}}]}
+        )
+        + "\n"
+    )
+    predictions = tmp_path / "pred.jsonl"
+    predictions.write_text(json.dumps({"id": "a", "completion": "[f(x=1)]"}) + "\n")
+    assert cli(["score", "--data", str(data), "--predictions", str(predictions), "--scorer", "schema", "--quiet"]) == 1
+    assert "data.jsonl: row 1" in capsys.readouterr().err

@@ -1,0 +1,251 @@
+"""Tests for `grpo-tools train` as a user runs it: a run killed with SIGKILL resumes from its last checkpoint with the
+same step count and KL coefficient and leaves an adapter plain peft can load; two CPU processes (torchrun) feed
+their controllers the same KL; bad recipes or data get one clear message and exit 2; and `run_info.json` records the
+`provenance.json` of a locally converted base."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import torch
+import yaml
+
+from grpo_tools.cli import main as cli
+from grpo_tools.training.trainer import KL_STATE_FILE
+
+
+def write_recipe(path, model_dir, train_path, output_dir, **overrides):
+    recipe = {
+        "model_name_or_path": model_dir,
+        "dataset_name": train_path,
+        "use_peft": True,
+        "lora_r": 8,
+        "lora_alpha": 16,
+        "lora_target_modules": "all-linear",
+        "reward_funcs": ["tool_format", "tool_partial"],
+        "num_generations": 4,
+        "per_device_train_batch_size": 8,
+        "max_completion_length": 12,
+        "learning_rate": 1e-2,
+        "lr_scheduler_type": "constant",
+        "beta": 0.01,
+        "kl_target": 0.001,  # far below what the run reaches, so the coefficient moves every step
+        "use_cpu": True,
+        "gradient_checkpointing": False,
+        "output_dir": str(output_dir),
+        "logging_steps": 1,
+        "report_to": "none",
+        "disable_tqdm": True,
+        "seed": 0,
+        **overrides,
+    }
+    Path(path).write_text(yaml.safe_dump(recipe))
+    return str(path)
+
+
+def command(*args):
+    return [sys.executable, "-m", "grpo_tools.cli", *args]
+
+
+def test_killed_run_resumes_with_the_same_steps_and_kl_coefficient(tiny_model_dir, small_data, tmp_path):
+    output_dir = tmp_path / "run"
+    recipe = write_recipe(
+        tmp_path / "recipe.yaml", tiny_model_dir, small_data["train"], output_dir, max_steps=6, save_steps=2
+    )
+    process = subprocess.Popen(
+        command("train", "--config", recipe), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    first = output_dir / "checkpoint-2" / "trainer_state.json"
+    deadline = time.monotonic() + 300
+    while not first.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert first.exists(), "the run wrote no checkpoint"
+    process.send_signal(signal.SIGKILL)  # no chance to clean up, as when a machine is lost
+    process.wait()
+    checkpoints = sorted(output_dir.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))
+    last = checkpoints[-1]
+    saved = json.loads((last / KL_STATE_FILE).read_text())
+    step = json.loads((last / "trainer_state.json").read_text())["global_step"]
+    assert step < 6
+
+    result = subprocess.run(
+        command("train", "--config", recipe, "--resume_from_checkpoint", "true"), capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    history = json.loads((output_dir / "checkpoint-6" / "trainer_state.json").read_text())["log_history"]
+    assert max(entry["step"] for entry in history) == 6
+    # The first step after the resume ran with the coefficient the checkpoint held, not the recipe's beta.
+    resumed = next(entry for entry in history if entry["step"] == step + 1 and "kl_coef" in entry)
+    assert resumed["kl_coef"] == pytest.approx(saved["coef"])
+    assert saved["coef"] != 0.01
+
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), str(output_dir))
+    assert any("lora_" in name for name, _ in model.named_parameters())
+
+
+def test_two_processes_feed_their_controllers_the_same_kl(tiny_model_dir, small_data, tmp_path):
+    script = Path(__file__).parents[1] / "scripts" / "distributed_kl.py"
+    # torchrun starts the processes; accelerate reads their ranks from the environment and joins them over gloo.
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517"]
+    result = subprocess.run(
+        [*launcher, str(script), tiny_model_dir, small_data["train"], str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert ranks[0]["world"] == ranks[1]["world"] == 2
+    assert len(ranks[0]["kl_history"]) == 3
+    assert ranks[0]["kl_history"] == ranks[1]["kl_history"]
+    assert any(kl > 0 for kl, _ in ranks[0]["kl_history"])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"beta": 0.0}, "adaptive_kl needs a starting beta > 0"),
+        ({"kl_controller": "pid"}, "kl_controller must be one of band, proportional, got 'pid'"),
+        ({"dataset_name": "missing.jsonl"}, "missing.jsonl: no such file"),
+        ({"reward_funcs": ["tool_magic"]}, "unknown reward_funcs"),
+        ({"push_to_hub": True}, "push_to_hub needs hub_model_id"),
+        ({"push_to_hub": True, "hub_model_id": "no-owner"}, "hub_model_id: repo id 'no-owner': expected owner/name"),
+        ({"push_to_hub": True, "hub_model_id": "me/run"}, "push_to_hub: no Hugging Face token"),
+        (
+            {"use_peft": False, "warmup_sft_peft": True, "warmup_sft_epochs": 1},
+            "warmup_sft_peft needs the LoRA settings of the recipe",
+        ),
+    ],
+)
+def test_bad_recipes_get_one_clear_message(tiny_model_dir, small_data, tmp_path, overrides, message):
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_model_dir, small_data["train"], tmp_path / "out", **overrides)
+    env = {key: value for key, value in os.environ.items() if key != "HF_TOKEN"}
+    env["HF_HOME"] = str(tmp_path / "hf-home")  # no saved login either
+    result = subprocess.run(command("train", "--config", recipe), capture_output=True, text=True, env=env)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_training_rows_are_listed_with_their_row_and_field(tiny_model_dir, tmp_path, capsys):
+    data = tmp_path / "bad.jsonl"
+    row = {"id": "a", "messages": [{"role": "user", "content": "hi"}], "tools": [], "answers": [{"name": "ghost"}]}
+    data.write_text(json.dumps(row) + "\n{oops\n")
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_model_dir, str(data), tmp_path / "out")
+    assert cli(["train", "--config", recipe]) == 2
+    err = capsys.readouterr().err
+    assert "bad.jsonl: row 2: not valid JSON" in err
+    assert "row 1 (id=a): answers[0]" in err
+
+
+class RecordingHfApi:
+    """Stands in for huggingface_hub.HfApi: records the calls a push makes and the files of its one commit."""
+
+    calls: ClassVar[list] = []
+
+    def __init__(self, token=None):
+        self.calls.append(("init", token))
+
+    def create_repo(self, repo_id, **kwargs):
+        self.calls.append(("create_repo", {"repo_id": repo_id, **kwargs}))
+
+    def list_repo_files(self, repo_id, **kwargs):
+        return []
+
+    def create_commit(self, repo_id, operations, **kwargs):
+        files = sorted(op.path_in_repo for op in operations if hasattr(op, "path_or_fileobj"))
+        self.calls.append(("create_commit", {"repo_id": repo_id, "files": files}))
+        return type("CommitInfo", (), {"commit_url": f"https://huggingface.co/{repo_id}/commit/1"})()
+
+
+def test_a_recipe_that_pushes_publishes_the_run_with_its_card_once(tiny_model_dir, small_data, tmp_path, monkeypatch):
+    from grpo_tools.hub import push as hub
+
+    monkeypatch.setenv("HF_TOKEN", "hf_not_a_real_token_0123456789")
+    monkeypatch.setattr(RecordingHfApi, "calls", [])
+    monkeypatch.setattr(hub, "HfApi", RecordingHfApi)
+    output_dir = tmp_path / "run"
+    recipe = write_recipe(
+        tmp_path / "r.yaml", tiny_model_dir, small_data["train"], output_dir, max_steps=2, save_steps=100,
+        eval_data=small_data["eval"], max_eval_rows=4, push_to_hub=True, hub_model_id="me/tiny-run",
+        hub_private_repo=True,
+    )  # fmt: skip
+    assert cli(["train", "--config", recipe]) == 0
+    names = [name for name, _ in RecordingHfApi.calls]
+    assert names == ["init", "create_repo", "create_commit"]  # trl pushed nothing of its own
+    assert RecordingHfApi.calls[1][1]["private"] is True
+    files = RecordingHfApi.calls[2][1]["files"]
+    for expected in ("README.md", "adapter_config.json", "adapter_model.safetensors", "training/run_info.json",
+                     "training/recipe.yaml", "training/training_curves.png", "eval/before_report.json",
+                     "eval/after_report.json"):  # fmt: skip
+        assert expected in files
+    assert not any(name.startswith("checkpoint-") for name in files)
+    info = json.loads((output_dir / "run_info.json").read_text())
+    assert info["command"] == f"grpo-tools train --config {recipe}"
+    assert info["base_model"] == tiny_model_dir and info["reward_funcs"] == ["tool_format", "tool_partial"]
+
+
+@pytest.mark.parametrize("converted", [True, False])
+def test_run_info_records_the_provenance_of_a_converted_base(tiny_model_dir, small_data, tmp_path, converted):
+    from trl import TrlParser
+
+    from grpo_tools.models.provenance import Provenance, write_provenance
+    from grpo_tools.training.configs import ModelConfig, ToolGRPOConfig, ToolScriptArguments
+    from grpo_tools.training.run import write_run_info
+
+    base = shutil.copytree(tiny_model_dir, tmp_path / "base")
+    provenance = Provenance("HuggingFaceTB/SmolLM2-135M-Instruct", "dequantized", "apache-2.0", "python -m x")
+    if converted:
+        write_provenance(base, provenance)
+    recipe = write_recipe(tmp_path / "r.yaml", str(base), small_data["train"], tmp_path / "run")
+    parser = TrlParser((ToolScriptArguments, ToolGRPOConfig, ModelConfig))
+    script_args, training_args, model_args = parser.parse_args_and_config(args=["--config", recipe])
+
+    write_run_info(training_args.output_dir, script_args, training_args, model_args, ["--config", recipe])
+
+    info = json.loads((tmp_path / "run" / "run_info.json").read_text())
+    assert info["base_model"] == str(base)
+    assert info["base_provenance"] == (asdict(provenance) if converted else None)
+
+
+def test_a_lora_warm_start_on_its_own_rows_leaves_a_plain_merged_model(tiny_model_dir, small_data, tmp_path):
+    """`warmup_sft_data` and `warmup_sft_peft`: the warm start trains a LoRA adapter on its own rows and merges it, so
+    GRPO starts from a plain model folder whose weights moved, and run_info says what the warm start saw."""
+    from safetensors.torch import load_file
+
+    warm_rows = tmp_path / "warm.jsonl"
+    warm_rows.write_text("".join(Path(small_data["train"]).read_text().splitlines(keepends=True)[:8]))
+    recipe = write_recipe(
+        tmp_path / "r.yaml",
+        tiny_model_dir,
+        small_data["train"],
+        tmp_path / "out",
+        warmup_sft_epochs=1,
+        warmup_sft_peft=True,
+        warmup_sft_data=str(warm_rows),
+        warmup_sft_learning_rate=1e-2,
+        warmup_sft_batch_size=4,
+        max_steps=1,
+    )
+    assert cli(["train", "--config", recipe]) == 0
+    warm = tmp_path / "out" / "warmup"
+    assert (warm / "model.safetensors").is_file() and not (warm / "adapter_config.json").exists()
+    base = load_file(Path(tiny_model_dir, "model.safetensors"))
+    merged = load_file(warm / "model.safetensors")
+    assert set(merged) == set(base)  # no LoRA tensors left behind
+    assert any(not torch.equal(merged[name], base[name]) for name in base if name.endswith("q_proj.weight"))
+    info = json.loads((tmp_path / "out" / "run_info.json").read_text())
+    assert info["warm_start_data"] == str(warm_rows) and info["warm_start_lora"] is True
+    adapter = json.loads((tmp_path / "out" / "adapter_config.json").read_text())
+    assert adapter["base_model_name_or_path"] == str(warm)

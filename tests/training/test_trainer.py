@@ -1,0 +1,190 @@
+"""Tests for `grpo_tools.training.trainer.ToolGRPOTrainer` on the tiny offline model: the reference is the base model with the
+adapter disabled (no second copy), the adaptive coefficient holds the KL near its target where a fixed one does not,
+rollouts come from the adapter as updated, non-finite rewards stop the run with the last checkpoint intact, and the
+configuration errors that would make adaptive KL meaningless."""
+
+import math
+import os
+
+import pytest
+import torch
+from peft import LoraConfig, PeftModel
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+
+from grpo_tools.data.prompts import load_rows, prompt_dataset
+from grpo_tools.rewards import get_reward_funcs
+from grpo_tools.training.configs import ConfigError, ToolGRPOConfig
+from grpo_tools.training.trainer import KL_STATE_FILE, ToolGRPOTrainer, TrainingDivergedError
+
+
+def letter_reward(completions, **kwargs):
+    """A reward any random model can climb from the first step: how often it writes the letter 'e'."""
+    return [float(text.count("e")) for text in completions]
+
+
+def make_trainer(model_dir, train_path, output_dir, reward_funcs=(letter_reward,), **overrides):
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    settings = {
+        "output_dir": str(output_dir),
+        "use_cpu": True,
+        "per_device_train_batch_size": 8,
+        "num_generations": 4,
+        "max_completion_length": 12,
+        "max_steps": 4,
+        "learning_rate": 1e-3,
+        "logging_steps": 1,
+        "report_to": [],
+        "save_strategy": "no",
+        "gradient_checkpointing": False,
+        "disable_tqdm": True,
+        "seed": 0,
+        **overrides,
+    }
+    return ToolGRPOTrainer(
+        model=model_dir,
+        reward_funcs=list(reward_funcs),
+        args=ToolGRPOConfig(**settings),
+        train_dataset=prompt_dataset(load_rows(train_path), tokenizer),
+        processing_class=tokenizer,
+        peft_config=LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"),
+    )
+
+
+def test_reference_is_the_base_model_with_the_adapter_disabled(tiny_model_dir, small_data, tmp_path):
+    from trl.trainer.utils import use_adapter
+
+    trainer = make_trainer(tiny_model_dir, small_data["train"], tmp_path)
+    assert trainer.ref_model is None  # no second model is built
+    assert isinstance(trainer.model, PeftModel)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    base_params = sum(p.numel() for p in base.parameters())
+    lora_params = sum(p.numel() for name, p in trainer.model.named_parameters() if "lora_" in name)
+    assert sum(p.numel() for p in trainer.model.parameters()) == base_params + lora_params  # one copy of the weights
+
+    # Move the adapter away from the identity, then ask for reference log-probs the way trl does.
+    with torch.no_grad():
+        for name, parameter in trainer.model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.5)
+    ids = trainer.processing_class("Weather in Lyon?", return_tensors="pt").input_ids  # (1, T)
+    with torch.no_grad(), use_adapter(trainer.model, adapter_name=None):
+        reference = torch.log_softmax(trainer.model(ids).logits, dim=-1)  # (1, T, V)
+    with torch.no_grad():
+        adapted = torch.log_softmax(trainer.model(ids).logits, dim=-1)  # (1, T, V)
+        expected = torch.log_softmax(base(ids).logits, dim=-1)  # (1, T, V)
+    torch.testing.assert_close(reference, expected)
+    assert not torch.allclose(adapted, expected)  # the adapter does change the policy
+
+
+def kl_run(model_dir, train_path, output_dir, **overrides):
+    # A constant, high learning rate and a reward any model can climb push the policy away from the reference fast.
+    trainer = make_trainer(
+        model_dir, train_path, output_dir, max_steps=40, learning_rate=2e-2, lr_scheduler_type="constant", beta=0.01,
+        **overrides,
+    )  # fmt: skip
+    trainer.train()
+    kls = [entry["kl"] for entry in trainer.state.log_history if "kl" in entry]
+    coefs = [entry["kl_coef"] for entry in trainer.state.log_history if "kl_coef" in entry]
+    return trainer, kls, coefs
+
+
+def test_adaptive_coefficient_holds_kl_near_target_where_a_fixed_one_does_not(tiny_model_dir, small_data, tmp_path):
+    target = 0.015
+    _, fixed_kls, _ = kl_run(tiny_model_dir, small_data["train"], tmp_path / "fixed", adaptive_kl=False)
+    last_half = fixed_kls[len(fixed_kls) // 2 :]
+    assert sum(last_half) / len(last_half) > 2 * target  # with a small fixed coefficient the KL runs past the target
+
+    trainer, kls, coefs = kl_run(tiny_model_dir, small_data["train"], tmp_path / "adaptive", kl_target=target)
+    last_half = kls[len(kls) // 2 :]
+    assert target / 2 <= sum(last_half) / len(last_half) <= 2 * target
+    assert max(coefs) > 0.1 and coefs[0] == 0.01  # the coefficient moved, from where it started
+    assert len(trainer.kl_history) == 40 and math.isclose(trainer.beta, trainer.kl_history[-1][1])
+
+
+def test_rollouts_come_from_the_updated_adapter(tiny_model_dir, small_data, tmp_path):
+    def lora_fingerprint(model):
+        return sum(float(p.detach().abs().sum()) for name, p in model.named_parameters() if "lora_" in name)
+
+    trainer = make_trainer(tiny_model_dir, small_data["train"], tmp_path, max_steps=3, learning_rate=5e-2)
+    at_generation, after_step = [], []
+    generate = trainer.model.generate
+
+    def recording_generate(*args, **kwargs):
+        at_generation.append(lora_fingerprint(trainer.model))
+        return generate(*args, **kwargs)
+
+    class AfterStep(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            after_step.append(lora_fingerprint(trainer.model))
+
+    trainer.model.generate = recording_generate
+    trainer.add_callback(AfterStep())
+    trainer.train()
+    assert len(at_generation) == 3 and len(after_step) == 3
+    assert len(set(at_generation)) == 3  # every rollout saw different weights...
+    assert at_generation[1:] == pytest.approx(after_step[:-1], rel=1e-9)  # ...the ones the previous step left
+
+
+def test_non_finite_rewards_stop_the_run_and_keep_the_last_checkpoint(tiny_model_dir, small_data, tmp_path):
+    calls = []
+
+    def breaks_at_step_three(completions, **kwargs):
+        calls.append(1)
+        return [math.inf if len(calls) >= 3 else 1.0 for _ in completions]
+
+    trainer = make_trainer(
+        tiny_model_dir, small_data["train"], tmp_path, reward_funcs=[breaks_at_step_three], max_steps=4,
+        save_strategy="steps", save_steps=2,
+    )  # fmt: skip
+    with pytest.raises(TrainingDivergedError, match="non-finite rewards at step 2"):
+        trainer.train()
+    checkpoints = sorted(name for name in os.listdir(tmp_path) if name.startswith("checkpoint-"))
+    assert checkpoints == ["checkpoint-2"]
+    saved = os.listdir(tmp_path / "checkpoint-2")
+    assert {"adapter_model.safetensors", "trainer_state.json", KL_STATE_FILE} <= set(saved)
+
+
+def test_tool_rewards_train_without_error(tiny_model_dir, small_data, tmp_path):
+    trainer = make_trainer(
+        tiny_model_dir, small_data["train"], tmp_path, reward_funcs=get_reward_funcs(["tool_format", "tool_partial"]),
+        max_steps=2,
+    )  # fmt: skip
+    trainer.train()
+    logged = trainer.state.log_history[0]
+    assert "rewards/tool_partial_reward/mean" in logged and "tool_partial/missed_call" in logged
+    assert logged["kl_coef"] == 0.04
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"beta": 0.0}, "adaptive_kl needs a starting beta > 0"),
+        ({"kl_target": 0.0}, "kl_target must be > 0"),
+        ({"kl_min": 0.1}, "need 0 < kl_min <= beta <= kl_max"),
+        ({"reward_funcs": ["tool_magic"]}, "unknown reward_funcs"),
+        ({"reward_funcs": ["tool_exact"], "reward_weights": [1.0, 2.0]}, "reward_weights has 2 values"),
+    ],
+)
+def test_configurations_that_cannot_work_are_named(settings, message, tmp_path):
+    with pytest.raises(ConfigError, match=message):
+        ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True, **settings)
+
+
+def test_fixed_coefficient_and_no_penalty_are_allowed(tmp_path):
+    assert ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True, beta=0.0, adaptive_kl=False).beta == 0.0
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_bf16_on_a_cpu_without_native_bf16_is_warned_about(native, tmp_path, monkeypatch, caplog):
+    """bf16 autocast is emulated, and ten times slower, on a CPU without avx512_bf16 or AMX: say so."""
+    from grpo_tools.training import configs
+
+    monkeypatch.setattr(configs, "cpu_has_native_bf16", lambda: native)
+    with caplog.at_level("WARNING", logger="grpo_tools.training.configs"):
+        config = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=True)
+    assert config.bf16
+    assert ("set bf16: false" in caplog.text) is not native
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="grpo_tools.training.configs"):
+        assert not ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True).bf16  # unset: float32 on the CPU
+    assert "bf16" not in caplog.text
