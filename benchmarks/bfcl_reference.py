@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_tools.data.converters import _plain, bfcl_category, convert_rows, load_ground_truth, read_source
+from grpo_tools.data.converters import bfcl_category, convert_rows, load_ground_truth, read_source
+from grpo_tools.data.converters.bfcl import _plain
 
 
 AST_CATEGORIES = (

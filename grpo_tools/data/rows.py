@@ -10,8 +10,8 @@ A canonical row (one JSON object per line; the full description is in DESIGN.md 
      "category": "simple"}                                                                 # optional
 
 `read_jsonl` streams such a file with line numbers, `check_rows` lints rows (`grpo-tools check-data`), and
-`derive_category` names a row's category from its answers and tools. The converters from public formats
-(`grpo-tools convert`) live in `grpo_tools.data.converters`; both command entry points are here, where the CLI names them.
+`derive_category` names a row's category from its answers and tools; `check_data_main` is `grpo-tools check-data`.
+The converters from public formats (`grpo-tools convert`) build on this module in `grpo_tools.data.converters`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ __all__ = [
     "Problem",
     "check_data_main",
     "check_rows",
-    "convert_main",
     "derive_category",
     "number_rows",
     "read_jsonl",
@@ -389,61 +388,3 @@ def check_data_main(argv: list[str]) -> int:
         return 1
     print(f"{_plural(len(rows), 'row')}, no problems")
     return 0
-
-
-def convert_main(argv: list[str]) -> int:
-    """`grpo-tools convert --from FORMAT INPUT --output OUT.jsonl`: convert a public dataset to canonical rows."""
-    # Imported here rather than at the top: the converters build on this module.
-    from grpo_tools.data.converters import (
-        CONVERTERS,
-        bfcl_category,
-        bfcl_files,
-        convert_rows,
-        load_ground_truth,
-        read_source,
-    )
-
-    parser = argparse.ArgumentParser(
-        prog="grpo-tools convert",
-        description="Convert a public tool-calling dataset to canonical rows (JSONL). Rows that cannot be "
-        "converted are reported on stderr with their row number and counted in the summary.",
-        epilog="formats:\n" + "\n".join(f"  {name:<8}  {c.description}" for name, c in CONVERTERS.items()),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--from", dest="source", required=True, choices=list(CONVERTERS), help="source format")
-    parser.add_argument(
-        "input",
-        help="a .json, .jsonl or .parquet file, or else a Hugging Face dataset name; for --from bfcl also a category "
-        "name (simple_python, live_multiple, ...) read from the installed bfcl-eval",
-    )
-    parser.add_argument(
-        "--answers",
-        help="BFCL possible-answer file (JSONL) to join by id; for --from bfcl (default: possible_answer/<same name> "
-        "beside the input, BFCL's layout)",
-    )
-    parser.add_argument("--split", default="train", help="split of a Hugging Face dataset (default: train)")
-    parser.add_argument("--output", "-o", required=True, help="canonical JSONL file to write")
-    parser.add_argument("--strict", action="store_true", help="exit 1 when any source row cannot be converted")
-    args = parser.parse_args(argv)
-    if args.answers and args.source != "bfcl":
-        parser.error("--answers only applies to --from bfcl")
-
-    try:
-        category, ground_truth = None, None
-        source = args.input
-        if args.source == "bfcl":
-            source, answers = bfcl_files(args.input, args.answers)
-            category = bfcl_category(source)
-            ground_truth = load_ground_truth(answers) if answers else None
-        rows = read_source(source, split=args.split)
-        with JsonlWriter(args.output) as writer:
-            result = convert_rows(args.source, rows, ground_truth=ground_truth, category=category, sink=writer.write)
-    except DataError as error:
-        print(f"grpo-tools convert: {error}", file=sys.stderr)
-        return 2
-
-    for failure in result.failures:
-        print(f"{args.input}: row {failure.row}: {failure.reason}", file=sys.stderr)
-    print(f"{result.summary()}; wrote {args.output}")
-    nothing_converted = result.source_rows > 0 and result.converted == 0 and bool(result.failures)
-    return 1 if nothing_converted or (args.strict and result.failures) else 0

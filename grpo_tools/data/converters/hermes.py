@@ -1,0 +1,56 @@
+"""NousResearch Hermes function-calling v1 (`--from hermes`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from grpo_tools.data.converters.base import (
+    ConversionError,
+    SourceContext,
+    _assistant,
+    _conversation_rows,
+    _load_literal,
+    _parsed_calls,
+    _sharegpt_turns,
+    _source_id,
+    _tools,
+)
+
+
+def _hermes_tools(system: str) -> list[Any]:
+    # The prompt names the tags in prose ("within <tools> </tools> XML tags") before the real block: skip empty ones.
+    for match in re.finditer(r"<tools>(.*?)</tools>", system, re.DOTALL):
+        body = match.group(1).strip()
+        if not body:
+            continue
+        try:
+            tools = _load_literal(body, "system <tools>")
+        except ConversionError:
+            # Several definitions one per line rather than a list, in JSON or Python-literal syntax.
+            parts = re.split(r"(?<=\})\s*\n\s*(?=\{)", body)
+            if len(parts) == 1:
+                raise
+            tools = [_load_literal(part, f"system <tools> definition {i}") for i, part in enumerate(parts)]
+        return tools if isinstance(tools, list) else [tools]
+    return []
+
+
+def convert_hermes(row: Mapping[str, Any], index: int, context: SourceContext) -> list[dict[str, Any]]:
+    """NousResearch Hermes function-calling v1: ShareGPT turns, `<tools>` in the system turn, `<tool_call>` blocks."""
+    definitions: list[Any] = []
+    messages: list[dict[str, Any]] = []
+    for role, value in _sharegpt_turns(row):
+        if role == "system":
+            definitions += _hermes_tools(value)
+        elif role == "tool":
+            responses = re.findall(r"<tool_response>(.*?)(?:</tool_response>|\Z)", value, re.DOTALL)
+            messages += [{"role": "tool", "content": text.strip()} for text in responses or [value]]
+        elif role == "assistant" and "<tool_call>" in value:
+            where = f"assistant turn {sum(m['role'] == 'assistant' for m in messages)}"
+            content = re.sub(r"<tool_call>.*?(?:</tool_call>|\Z)", "", value, flags=re.DOTALL).strip()
+            messages.append(_assistant(content, _parsed_calls(value, "hermes", where)))
+        else:
+            messages.append({"role": role, "content": value.strip()})
+    return _conversation_rows(_source_id(row, index), messages, _tools(definitions, "system <tools>"))
