@@ -1,6 +1,6 @@
 """Deterministic synthetic tool-calling data: the bundled train and eval splits the tiny offline model learns from.
 
-Five tools with typed and enum arguments, a few phrasings each, and entity pools. Every row is canonical (see
+Five tools with typed and enum arguments and entity pools (`grpo_tools.data.catalog`), a few phrasings each. Every row is canonical (see
 ``data/README.md``). The eval split is held out by *combination*: each call ``(tool, arguments)`` is assigned to one
 split by a stable hash, so no eval call occurs in train, while every entity on its own (a city, a currency, a unit) is
 still seen in training. Regenerate the bundled files with ``python -m grpo_tools.data.synthetic --out data``.
@@ -16,6 +16,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from grpo_tools.data.catalog import (
+    AMOUNTS,
+    CITIES,
+    CURRENCIES,
+    DATES,
+    LABELS,
+    MINUTES,
+    PERIODS,
+    SYMBOLS,
+    TOOLS,
+    UNITS,
+    UNRELATED_REQUESTS,
+)
 
 
 __all__ = [
@@ -42,87 +56,6 @@ BUNDLED_FILES = {"train": "tool_calls_train.jsonl", "eval": "tool_calls_eval.jso
 BUNDLED_ROWS = {"train": 2000, "eval": 200}
 BUNDLED_SEED = 0
 # What the assistant says on an irrelevance row, so a warm start can teach "answer in words, call nothing".
-
-CITIES = (
-    "Paris", "Rome", "Berlin", "Madrid", "Lisbon", "Vienna", "Prague", "Dublin", "Oslo", "Athens", "Tokyo", "Seoul",
-    "Sydney", "Toronto", "Chicago", "Boston", "Denver", "Lima", "Cairo", "Nairobi", "Mumbai", "Lyon", "Zurich", "Warsaw",
-)  # fmt: skip
-UNITS = ("celsius", "fahrenheit")
-CURRENCIES = ("USD", "EUR", "GBP", "JPY", "CHF", "CAD", "AUD", "INR")
-AMOUNTS = (5, 10, 20, 25, 40, 50, 75, 100, 120, 150, 200, 250, 300, 500, 750, 1000, 2500, 12.5, 19.99, 49.5, 99.95)
-MINUTES = (1, 2, 3, 5, 8, 10, 12, 15, 20, 25, 30, 40, 45, 60, 90)
-LABELS = ("tea", "pasta", "eggs", "laundry", "workout", "nap", "rice", "pizza", "meeting", "study", "bread", "plank")
-SYMBOLS = ("AAPL", "MSFT", "GOOG", "AMZN", "TSLA", "NVDA", "META", "NFLX", "IBM", "INTC", "ORCL", "AMD")
-# How a user names each period; the enum value is what the call must carry.
-PERIODS = {
-    "day": ("today", "for the day"),
-    "week": ("this week", "over the last week"),
-    "month": ("this month", "over the last month"),
-    "year": ("this year", "over the last year"),
-}
-DATES = tuple(f"2025-{month:02d}-{day:02d}" for month in (3, 6, 9, 12) for day in (4, 11, 18, 25))
-UNRELATED_REQUESTS = (
-    "Tell me a joke about penguins.",
-    "What is the capital of Peru?",
-    "Translate 'good morning' into Italian.",
-    "Write a haiku about the sea.",
-    "Who wrote Hamlet?",
-    "How many legs does a spider have?",
-    "Recommend a good book about history.",
-    "What is 17 times 23?",
-    "Book a table for two at an Italian restaurant tonight.",
-    "Send an email to my boss saying I will be late.",
-    "Play some relaxing music.",
-    "Turn off the lights in the kitchen.",
-)
-
-
-def _tool(name: str, description: str, properties: dict[str, dict], required: list[str]) -> dict[str, Any]:
-    """An OpenAI-format function tool."""
-    parameters = {"type": "object", "properties": properties, "required": required}
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
-
-
-TOOLS: dict[str, dict[str, Any]] = {
-    "get_weather": _tool(
-        "get_weather",
-        "Get the current weather in a city.",
-        {"city": {"type": "string"}, "unit": {"type": "string", "enum": list(UNITS)}},
-        ["city"],
-    ),
-    "convert_currency": _tool(
-        "convert_currency",
-        "Convert money to another currency.",
-        {
-            "amount": {"type": "number"},
-            "from_currency": {"type": "string", "enum": list(CURRENCIES)},
-            "to_currency": {"type": "string", "enum": list(CURRENCIES)},
-        },
-        ["amount", "from_currency", "to_currency"],
-    ),
-    "set_timer": _tool(
-        "set_timer",
-        "Start a countdown timer.",
-        {"minutes": {"type": "integer"}, "label": {"type": "string"}},
-        ["minutes"],
-    ),
-    "search_flights": _tool(
-        "search_flights",
-        "Search flights on a date.",
-        {
-            "origin": {"type": "string"},
-            "destination": {"type": "string"},
-            "date": {"type": "string", "description": "YYYY-MM-DD"},
-        },
-        ["origin", "destination", "date"],
-    ),
-    "get_stock_price": _tool(
-        "get_stock_price",
-        "Get a stock price over a period.",
-        {"symbol": {"type": "string"}, "period": {"type": "string", "enum": list(PERIODS)}},
-        ["symbol", "period"],
-    ),
-}
 
 
 def call_split(name: str, arguments: dict[str, Any]) -> str:
