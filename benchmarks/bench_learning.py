@@ -135,7 +135,7 @@ def warm_start_once(
     from transformers import AutoTokenizer
 
     from grpo_tools.models.tiny import build_tiny_model
-    from grpo_tools.training.run import warm_start
+    from grpo_tools.training.warm_start import warm_start
 
     script_args, training_args, model_args = parse_recipe(recipe, [*overrides, "--output_dir", str(work_dir)])
     model_path = model_args.model_name_or_path

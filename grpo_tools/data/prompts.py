@@ -1,4 +1,4 @@
-"""Canonical rows -> what trl trains on: prompts rendered with each row's own tools, and gold completions.
+"""Canonical rows -> what trl trains on: prompts rendered with each row's own tools, and the gold assistant turn.
 
 trl renders conversational prompts with one `tools=` list for the whole run, but every row here offers its own tools.
 So each prompt is rendered here, with the row's tools, by the model's own chat template, and handed to trl as text;
@@ -15,7 +15,7 @@ from typing import Any
 from grpo_tools.data.rows import DataError, check_rows, read_jsonl
 
 
-__all__ = ["NO_CALL_REPLY", "gold_message", "load_rows", "prompt_dataset", "render_prompt", "sft_dataset"]
+__all__ = ["NO_CALL_REPLY", "gold_message", "load_rows", "prompt_dataset", "render_messages", "render_prompt"]
 
 # What the warm start teaches a model to say when no offered tool fits the request.
 NO_CALL_REPLY = "Sorry, none of the available tools can help with that."
@@ -47,9 +47,10 @@ def load_rows(source: str | os.PathLike[str], limit: int | None = None) -> list[
     return [row for _, row in rows]
 
 
-def _render(
+def render_messages(
     tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]], generation_prompt: bool
 ) -> str:
+    """Messages and tools rendered by the model's chat template as text, as trl tokenizes prompts (one BOS)."""
     text = tokenizer.apply_chat_template(
         messages, tools=tools or None, add_generation_prompt=generation_prompt, tokenize=False
     )
@@ -62,7 +63,7 @@ def _render(
 
 def render_prompt(tokenizer: Any, row: dict[str, Any]) -> str:
     """The row's conversation and tools rendered by the model's chat template, ready for the assistant's turn."""
-    return _render(tokenizer, row["messages"], row["tools"], generation_prompt=True)
+    return render_messages(tokenizer, row["messages"], row["tools"], generation_prompt=True)
 
 
 def gold_message(row: dict[str, Any]) -> dict[str, Any]:
@@ -91,28 +92,3 @@ def prompt_dataset(rows: list[dict[str, Any]], tokenizer: Any) -> Any:
     from datasets import Dataset
 
     return Dataset.from_list([{"prompt": render_prompt(tokenizer, row), **_reward_columns(row)} for row in rows])
-
-
-def sft_dataset(rows: list[dict[str, Any]], tokenizer: Any) -> Any:
-    """A prompt-completion `datasets.Dataset` for `SFTTrainer`: the gold turn as the model's template writes it.
-    Multi-turn rows (with `env`) give their tokenized gold trajectories instead, with a `completion_mask` on what the
-    assistant writes (see `grpo_tools.tools.trajectories.sft_example`)."""
-    from datasets import Dataset
-
-    from grpo_tools.tools.environments import is_multi_turn
-
-    if is_multi_turn(rows):
-        from grpo_tools.tools.trajectories import sft_example
-
-        return Dataset.from_list([sft_example(row, tokenizer) for row in rows])
-    records = []
-    for row in rows:
-        prompt = render_prompt(tokenizer, row)
-        full = _render(tokenizer, [*row["messages"], gold_message(row)], row["tools"], generation_prompt=False)
-        if not full.startswith(prompt):
-            raise DataError(
-                f"row id={row['id']}: the chat template does not render the assistant's answer as a continuation of "
-                "the prompt, so a supervised warm start cannot separate prompt and completion"
-            )
-        records.append({"prompt": prompt, "completion": full[len(prompt) :]})
-    return Dataset.from_list(records)

@@ -1,8 +1,9 @@
 """`grpo-tools train --config RECIPE.yaml [--key value ...]`: GRPO for tool calling, from a recipe.
 
-Stages: config (TrlParser over ToolScriptArguments, ToolGRPOConfig, trl's ModelConfig) -> data (canonical rows,
-checked) -> model and tokenizer -> optional supervised warm start -> held-out accuracy before -> GRPO with the tool
-rewards and adaptive KL -> save the adapter -> held-out accuracy after. Several GPUs or nodes:
+`run` reads in stages: config (TrlParser over ToolScriptArguments, ToolGRPOConfig, trl's ModelConfig, in `main`) ->
+data (canonical rows, checked) -> model and tokenizer -> optional supervised warm start (`warm_start.py`) -> trainer,
+and held-out accuracy before -> GRPO with the tool rewards and adaptive KL -> save the adapter -> held-out accuracy
+after, and the training curves -> push. Several GPUs or nodes:
 `accelerate launch --config_file recipes/accelerate_configs/zero3.yaml -m grpo_tools.cli train --config ...`.
 """
 
@@ -13,65 +14,18 @@ import logging
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from grpo_tools.data.prompts import load_rows, prompt_dataset
+from grpo_tools.rewards import get_reward_funcs
+from grpo_tools.tools.environments import is_multi_turn, make_environment_factory
+from grpo_tools.tools.trajectories import extra_calls_reward, multi_turn_dataset, outcome_reward, trajectory_reward
+from grpo_tools.training.configs import ConfigError
+
 
 logger = logging.getLogger(__name__)
-
-
-def warm_start(
-    model_path: str,
-    tokenizer: Any,
-    rows: list[dict],
-    script_args: Any,
-    training_args: Any,
-    output_dir: str,
-    model_args: Any = None,
-) -> str:
-    """Supervised fine-tuning on the gold answers (trl SFTTrainer), so the model knows the call format before GRPO;
-    returns the folder of the warmed-up model. With `warmup_sft_peft`, a LoRA adapter built from `model_args` is
-    trained and merged into the weights, so the folder holds a plain model either way."""
-    from trl import SFTConfig, SFTTrainer, get_peft_config
-
-    from grpo_tools.data.prompts import sft_dataset
-    from grpo_tools.training.configs import ConfigError
-
-    config = SFTConfig(
-        output_dir=output_dir,
-        num_train_epochs=script_args.warmup_sft_epochs,
-        learning_rate=script_args.warmup_sft_learning_rate,
-        per_device_train_batch_size=script_args.warmup_sft_batch_size,
-        lr_scheduler_type="cosine",
-        warmup_steps=0.05,
-        logging_steps=max(training_args.logging_steps, 1),
-        save_strategy="no",
-        report_to=[],
-        seed=training_args.seed,
-        bf16=training_args.bf16,
-        use_cpu=training_args.use_cpu,
-        completion_only_loss=True,
-        disable_tqdm=training_args.disable_tqdm,
-    )
-    peft_config = None
-    if script_args.warmup_sft_peft:
-        if model_args is None or not model_args.use_peft:
-            raise ConfigError("warmup_sft_peft needs the LoRA settings of the recipe: set use_peft: true")
-        peft_config = get_peft_config(model_args)
-    trainer = SFTTrainer(
-        model=model_path,
-        args=config,
-        train_dataset=sft_dataset(rows, tokenizer),
-        processing_class=tokenizer,
-        peft_config=peft_config,
-    )
-    trainer.train()
-    if peft_config is not None:
-        trainer.accelerator.unwrap_model(trainer.model).merge_and_unload().save_pretrained(output_dir)
-    else:
-        trainer.save_model(output_dir)
-    tokenizer.save_pretrained(output_dir)
-    return output_dir
 
 
 def _evaluate(model: Any, tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any, label: str) -> Any:
@@ -212,50 +166,85 @@ def hub_target(training_args: Any) -> str | None:
 def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] | None = None) -> dict[str, Any]:
     """Train from parsed configuration; returns the before/after reports (None where there is no eval data).
     `argv`, the command line, is recorded in the run folder for the model card."""
-    from transformers import AutoTokenizer, set_seed
-    from trl import get_peft_config
+    from transformers import set_seed
 
-    from grpo_tools.data.prompts import load_rows, prompt_dataset
-    from grpo_tools.rewards import get_reward_funcs
-    from grpo_tools.tools.environments import is_multi_turn, make_environment_factory
-    from grpo_tools.tools.trajectories import extra_calls_reward, multi_turn_dataset, outcome_reward, trajectory_reward
-    from grpo_tools.training.configs import ConfigError
-    from grpo_tools.training.trainer import ToolGRPOTrainer
+    from grpo_tools.training.warm_start import warm_started_model
 
-    # Data (and the Hub repo, checked now rather than after hours of training)
+    # Config: the Hub repo is checked now rather than after hours of training
     set_seed(training_args.seed)
     hub_repo = hub_target(training_args)
+    resume = _resume_from(training_args.resume_from_checkpoint)
+
+    # Data
+    train_rows, eval_rows = _load_data(script_args)
+
+    # Model, warm-started on the gold answers when the recipe asks
+    tokenizer = _load_tokenizer(model_args)
+    model_path = warm_started_model(
+        model_args.model_name_or_path, tokenizer, train_rows, script_args, training_args, model_args, bool(resume)
+    )
+
+    # Trainer: a fresh LoRA adapter is the identity, so evaluating before training measures the starting model
+    trainer = _build_trainer(model_path, tokenizer, train_rows, training_args, model_args)
+    evaluate = _evaluator(trainer, tokenizer, eval_rows, script_args, training_args)
+    before = evaluate(trainer.model, "before")
+
+    # Train and save
+    trainer.train(resume_from_checkpoint=resume or None)
+    _save(trainer, tokenizer, script_args, training_args, model_args, argv, is_multi_turn(train_rows))
+
+    # Evaluate: held-out accuracy after, compared with before; the training curves
+    after = evaluate(trainer.accelerator.unwrap_model(trainer.model), "after")
+    if before and after:
+        _compare(before, after, training_args.output_dir)
+    if trainer.accelerator.is_main_process:
+        _plot_curves(training_args.output_dir)
+
+    # Push: after a warm start the adapter sits on a warm-started copy of the base, so the merged model is pushed
+    if hub_repo and trainer.accelerator.is_main_process:
+        _push(hub_repo, script_args, training_args)
+    return {"before": before, "after": after}
+
+
+def _resume_from(resume: Any) -> Any:
+    """`--resume_from_checkpoint true` means the last checkpoint in output_dir; a path means that checkpoint."""
+    if isinstance(resume, str) and resume.lower() in ("true", "false", "yes", "no", "1", "0", ""):
+        return resume.lower() in ("true", "yes", "1")
+    return resume
+
+
+def _load_data(script_args: Any) -> tuple[list[dict], list[dict] | None]:
+    """The training rows and the held-out rows (None without `eval_data`), checked as `check-data` checks them."""
     if not script_args.dataset_name:
         raise ConfigError("no training data: set dataset_name (a canonical JSONL file or a Hugging Face dataset)")
     train_rows = load_rows(script_args.dataset_name, script_args.max_train_rows)
     eval_rows = load_rows(script_args.eval_data, script_args.max_eval_rows) if script_args.eval_data else None
+    return train_rows, eval_rows
 
-    # Model
-    model_path = model_args.model_name_or_path
-    if not model_path:
+
+def _load_tokenizer(model_args: Any) -> Any:
+    from transformers import AutoTokenizer
+
+    if not model_args.model_name_or_path:
         raise ConfigError("no model: set model_name_or_path")
-    tokenizer = AutoTokenizer.from_pretrained(model_path, revision=model_args.model_revision)
+    tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    # `--resume_from_checkpoint true` means the last checkpoint in output_dir; a path means that checkpoint.
-    resume = training_args.resume_from_checkpoint
-    if isinstance(resume, str) and resume.lower() in ("true", "false", "yes", "no", "1", "0", ""):
-        resume = resume.lower() in ("true", "yes", "1")
-    resuming = bool(resume)
-    warm_path = os.path.join(training_args.output_dir, "warmup")
-    if script_args.warmup_sft_epochs > 0:
-        warm_rows = load_rows(script_args.warmup_sft_data) if script_args.warmup_sft_data else train_rows
-        model_path = (
-            warm_path
-            if resuming and os.path.isdir(warm_path)
-            else warm_start(model_path, tokenizer, warm_rows, script_args, training_args, warm_path, model_args)
-        )
+    return tokenizer
+
+
+def _build_trainer(
+    model_path: str, tokenizer: Any, train_rows: list[dict], training_args: Any, model_args: Any
+) -> Any:
+    """`ToolGRPOTrainer` with the recipe's rewards. Multi-turn rows (`env`, `expected`): trl executes the
+    environment's tools during rollouts; the call rewards score every call of a trajectory, and the outcome and the
+    extra-call cost join them with their own weights."""
+    from trl import get_peft_config
+
+    from grpo_tools.training.trainer import ToolGRPOTrainer
+
     if training_args.model_init_kwargs is None:
         training_args.model_init_kwargs = {"dtype": model_args.dtype or "auto"}
-
-    # Trainer: a fresh LoRA adapter is the identity, so evaluating before training measures the starting model.
-    # Multi-turn rows (`env`, `expected`): trl executes the environment's tools during rollouts; the call rewards score
-    # every call of a trajectory, and the outcome and the extra-call cost join them with their own weights.
     multi_turn = is_multi_turn(train_rows)
     reward_funcs = get_reward_funcs(training_args.reward_funcs)
     rollouts: dict[str, Any] = {}
@@ -274,57 +263,72 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
     if multi_turn:
         trainer.add_reward_func(outcome_reward, training_args.outcome_reward_weight)
         trainer.add_reward_func(extra_calls_reward, training_args.extra_call_cost)
-    evaluator = _evaluate_multi_turn if eval_rows is not None and is_multi_turn(eval_rows) else _evaluate
-    distributed = trainer.accelerator.num_processes > 1
-    if eval_rows is not None and distributed:
-        logger.warning("evaluation around training runs in single-process runs only; use `grpo-tools eval` after")
-    evaluate = eval_rows is not None and not distributed
-    before = evaluator(trainer.model, tokenizer, eval_rows, script_args, training_args, "before") if evaluate else None
+    return trainer
 
-    # Train and save
-    trainer.train(resume_from_checkpoint=resume or None)
+
+def _evaluator(
+    trainer: Any, tokenizer: Any, eval_rows: list[dict] | None, script_args: Any, training_args: Any
+) -> Callable[[Any, str], Any]:
+    """`evaluate(model, label)`: the held-out report, or None without eval data or in a distributed run."""
+    if eval_rows is None:
+        return lambda model, label: None
+    if trainer.accelerator.num_processes > 1:
+        logger.warning("evaluation around training runs in single-process runs only; use `grpo-tools eval` after")
+        return lambda model, label: None
+    evaluator = _evaluate_multi_turn if is_multi_turn(eval_rows) else _evaluate
+    return lambda model, label: evaluator(model, tokenizer, eval_rows, script_args, training_args, label)
+
+
+def _save(
+    trainer: Any,
+    tokenizer: Any,
+    script_args: Any,
+    training_args: Any,
+    model_args: Any,
+    argv: list[str] | None,
+    multi_turn: bool,
+) -> None:
+    """The adapter, `trainer_state.json` (the logged history `grpo-tools plot` draws), the tokenizer, run_info."""
     trainer.save_model(training_args.output_dir)
-    trainer.save_state()  # trainer_state.json: the logged history `grpo-tools plot` draws
+    trainer.save_state()
     if trainer.accelerator.is_main_process:
         tokenizer.save_pretrained(training_args.output_dir)
         write_run_info(training_args.output_dir, script_args, training_args, model_args, argv, multi_turn)
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    after = evaluator(model, tokenizer, eval_rows, script_args, training_args, "after") if evaluate else None
-    if before and after:
-        from grpo_tools.evaluation.evaluate import print_comparison
-        from grpo_tools.evaluation.plot import plot_accuracy_by_category
 
-        print_comparison(
-            {"before": before, "after": after},
-            title=f"held-out tool-call accuracy ({after['scorer']}), before and after GRPO",
-        )
-        plot_accuracy_by_category(
-            {"before": before, "after": after}, Path(training_args.output_dir, "accuracy_by_category.png")
-        )
-        summary = {"before": before["accuracy"], "after": after["accuracy"], "scorer": after["scorer"]}
-        Path(training_args.output_dir, "eval_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    if trainer.accelerator.is_main_process:
-        from grpo_tools.evaluation.plot import HistoryError, plot_run
 
-        try:
-            plot_run(training_args.output_dir)  # training_curves.png
-        except HistoryError as error:  # e.g. logging_steps past max_steps: nothing was logged to draw
-            logger.warning("no training curves drawn: %s", error)
+def _compare(before: dict[str, Any], after: dict[str, Any], output_dir: str) -> None:
+    """Print the before/after table, draw accuracy by category, and write `eval_summary.json`."""
+    from grpo_tools.evaluation.evaluate import print_comparison
+    from grpo_tools.evaluation.plot import plot_accuracy_by_category
 
-    # Push: after a warm start the adapter sits on a warm-started copy of the base, so the merged model is pushed
-    if hub_repo and trainer.accelerator.is_main_process:
-        from grpo_tools.hub.push import push_run
+    reports = {"before": before, "after": after}
+    print_comparison(reports, title=f"held-out tool-call accuracy ({after['scorer']}), before and after GRPO")
+    plot_accuracy_by_category(reports, Path(output_dir, "accuracy_by_category.png"))
+    summary = {"before": before["accuracy"], "after": after["accuracy"], "scorer": after["scorer"]}
+    Path(output_dir, "eval_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
-        result = push_run(
-            training_args.output_dir,
-            hub_repo,
-            private=bool(training_args.hub_private_repo),
-            revision=training_args.hub_revision,
-            merge=script_args.warmup_sft_epochs > 0,
-            token=training_args.hub_token,
-        )
-        logger.info("pushed %d files to %s", len(result.files), result.url)
-    return {"before": before, "after": after}
+
+def _plot_curves(output_dir: str) -> None:
+    from grpo_tools.evaluation.plot import HistoryError, plot_run
+
+    try:
+        plot_run(output_dir)  # training_curves.png
+    except HistoryError as error:  # e.g. logging_steps past max_steps: nothing was logged to draw
+        logger.warning("no training curves drawn: %s", error)
+
+
+def _push(hub_repo: str, script_args: Any, training_args: Any) -> None:
+    from grpo_tools.hub.push import push_run
+
+    result = push_run(
+        training_args.output_dir,
+        hub_repo,
+        private=bool(training_args.hub_private_repo),
+        revision=training_args.hub_revision,
+        merge=script_args.warmup_sft_epochs > 0,
+        token=training_args.hub_token,
+    )
+    logger.info("pushed %d files to %s", len(result.files), result.url)
 
 
 def main(argv: list[str]) -> int:

@@ -1,5 +1,5 @@
 """Tests for `grpo_tools.data.prompts`: canonical rows rendered with their own tools by the model's chat template, the gold
-turn a warm start learns, the columns trl and the rewards read, and bad rows reported with their row and field."""
+turn (tests/training/test_warm_start.py checks the warm start's examples), the columns trl and the rewards read, and bad rows reported with their row and field."""
 
 import json
 from types import SimpleNamespace
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from transformers import AutoTokenizer
 
-from grpo_tools.data.prompts import NO_CALL_REPLY, gold_message, load_rows, prompt_dataset, render_prompt, sft_dataset
+from grpo_tools.data.prompts import NO_CALL_REPLY, gold_message, load_rows, prompt_dataset, render_prompt
 from grpo_tools.data.rows import DataError
 from grpo_tools.rewards import tool_exact_reward
 
@@ -55,18 +55,6 @@ def test_gold_message_layout():
         ],
     }
     assert gold_message(ROWS[1]) == {"role": "assistant", "content": NO_CALL_REPLY}
-
-
-def test_sft_completions_are_what_the_template_adds_and_score_full_marks(tokenizer):
-    dataset = sft_dataset(ROWS, tokenizer)
-    assert dataset[0]["prompt"] == render_prompt(tokenizer, ROWS[0])
-    assert dataset[0]["completion"] == (
-        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lyon", "unit": "celsius"}}\n</tool_call><|im_end|>\n'
-    )
-    assert dataset[1]["completion"] == NO_CALL_REPLY + "<|im_end|>\n"
-    # The gold completion, as the reward model reads it, is exactly right.
-    rewards = tool_exact_reward(dataset["completion"], [r["tools"] for r in ROWS], [r["answers"] for r in ROWS])
-    assert rewards == [1.0, 1.0]
 
 
 def test_prompt_dataset_carries_reward_columns_as_json(tokenizer):

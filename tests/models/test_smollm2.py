@@ -65,7 +65,8 @@ def test_a_missing_gguf_reader_or_file_is_one_message(monkeypatch, capsys, tmp_p
 def test_the_converted_folder_records_its_provenance_and_renders_tools(converted):
     from transformers import AutoTokenizer
 
-    from grpo_tools.data.prompts import load_rows, render_prompt, sft_dataset
+    from grpo_tools.data.prompts import load_rows, render_prompt
+    from grpo_tools.training.warm_start import sft_dataset
 
     provenance = read_provenance(converted)
     assert provenance.base_model == "HuggingFaceTB/SmolLM2-135M-Instruct"

@@ -755,7 +755,7 @@ def test_tool_results_do_not_enter_the_training_loss(tiny_model_dir, tokenizer, 
 
 
 def test_warm_start_trains_on_each_assistant_turn_and_never_on_a_tool_result(tokenizer):
-    from grpo_tools.data.prompts import sft_dataset
+    from grpo_tools.training.warm_start import sft_dataset
 
     row = next(row for row in load(DATA_DIR / BUNDLED_FILES["train"]) if row["env"]["task"] == "days_between")
     example = sft_example(row, tokenizer)

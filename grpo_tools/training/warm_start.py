@@ -1,0 +1,111 @@
+"""The supervised warm start: SFT on the gold answers (trl SFTTrainer) before GRPO, so the model knows the call format.
+
+Single-turn rows teach the gold turn as the model's chat template writes it; multi-turn rows (with `env`) teach their
+gold trajectories, tool results included, with a mask on what the assistant writes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from grpo_tools.data.prompts import gold_message, load_rows, render_messages, render_prompt
+from grpo_tools.data.rows import DataError
+from grpo_tools.tools.environments import is_multi_turn
+from grpo_tools.tools.trajectories import sft_example
+from grpo_tools.training.configs import ConfigError
+
+
+__all__ = ["sft_dataset", "warm_start", "warm_started_model"]
+
+
+def sft_dataset(rows: list[dict[str, Any]], tokenizer: Any) -> Any:
+    """A prompt-completion `datasets.Dataset` for `SFTTrainer`: the gold turn as the model's template writes it.
+    Multi-turn rows (with `env`) give their tokenized gold trajectories instead, with a `completion_mask` on what the
+    assistant writes (see `grpo_tools.tools.trajectories.sft_example`)."""
+    from datasets import Dataset
+
+    if is_multi_turn(rows):
+        return Dataset.from_list([sft_example(row, tokenizer) for row in rows])
+    records = []
+    for row in rows:
+        prompt = render_prompt(tokenizer, row)
+        full = render_messages(tokenizer, [*row["messages"], gold_message(row)], row["tools"], generation_prompt=False)
+        if not full.startswith(prompt):
+            raise DataError(
+                f"row id={row['id']}: the chat template does not render the assistant's answer as a continuation of "
+                "the prompt, so a supervised warm start cannot separate prompt and completion"
+            )
+        records.append({"prompt": prompt, "completion": full[len(prompt) :]})
+    return Dataset.from_list(records)
+
+
+def warm_start(
+    model_path: str,
+    tokenizer: Any,
+    rows: list[dict],
+    script_args: Any,
+    training_args: Any,
+    output_dir: str,
+    model_args: Any = None,
+) -> str:
+    """Supervised fine-tuning on the gold answers (trl SFTTrainer), so the model knows the call format before GRPO;
+    returns the folder of the warmed-up model. With `warmup_sft_peft`, a LoRA adapter built from `model_args` is
+    trained and merged into the weights, so the folder holds a plain model either way."""
+    from trl import SFTConfig, SFTTrainer, get_peft_config
+
+    config = SFTConfig(
+        output_dir=output_dir,
+        num_train_epochs=script_args.warmup_sft_epochs,
+        learning_rate=script_args.warmup_sft_learning_rate,
+        per_device_train_batch_size=script_args.warmup_sft_batch_size,
+        lr_scheduler_type="cosine",
+        warmup_steps=0.05,
+        logging_steps=max(training_args.logging_steps, 1),
+        save_strategy="no",
+        report_to=[],
+        seed=training_args.seed,
+        bf16=training_args.bf16,
+        use_cpu=training_args.use_cpu,
+        completion_only_loss=True,
+        disable_tqdm=training_args.disable_tqdm,
+    )
+    peft_config = None
+    if script_args.warmup_sft_peft:
+        if model_args is None or not model_args.use_peft:
+            raise ConfigError("warmup_sft_peft needs the LoRA settings of the recipe: set use_peft: true")
+        peft_config = get_peft_config(model_args)
+    trainer = SFTTrainer(
+        model=model_path,
+        args=config,
+        train_dataset=sft_dataset(rows, tokenizer),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+    )
+    trainer.train()
+    if peft_config is not None:
+        trainer.accelerator.unwrap_model(trainer.model).merge_and_unload().save_pretrained(output_dir)
+    else:
+        trainer.save_model(output_dir)
+    tokenizer.save_pretrained(output_dir)
+    return output_dir
+
+
+def warm_started_model(
+    model_path: str,
+    tokenizer: Any,
+    train_rows: list[dict],
+    script_args: Any,
+    training_args: Any,
+    model_args: Any,
+    resuming: bool = False,
+) -> str:
+    """The model GRPO starts from: `model_path` itself, or with `warmup_sft_epochs` its warm-started copy in
+    `output_dir/warmup`, trained on `warmup_sft_data` (else the training rows) or, when resuming, reused."""
+    if script_args.warmup_sft_epochs <= 0:
+        return model_path
+    warm_path = os.path.join(training_args.output_dir, "warmup")
+    warm_rows = load_rows(script_args.warmup_sft_data) if script_args.warmup_sft_data else train_rows
+    if resuming and os.path.isdir(warm_path):
+        return warm_path
+    return warm_start(model_path, tokenizer, warm_rows, script_args, training_args, warm_path, model_args)
