@@ -29,26 +29,12 @@ CITIES = (
     "Paris", "Rome", "Berlin", "Madrid", "Lisbon", "Vienna", "Prague", "Dublin", "Oslo", "Athens", "Tokyo", "Seoul",
     "Sydney", "Toronto", "Chicago", "Boston", "Denver", "Lima", "Cairo", "Nairobi", "Mumbai", "Lyon", "Zurich", "Warsaw",
 )  # fmt: skip
-
-
 UNITS = ("celsius", "fahrenheit")
-
-
 CURRENCIES = ("USD", "EUR", "GBP", "JPY", "CHF", "CAD", "AUD", "INR")
-
-
 AMOUNTS = (5, 10, 20, 25, 40, 50, 75, 100, 120, 150, 200, 250, 300, 500, 750, 1000, 2500, 12.5, 19.99, 49.5, 99.95)
-
-
 MINUTES = (1, 2, 3, 5, 8, 10, 12, 15, 20, 25, 30, 40, 45, 60, 90)
-
-
 LABELS = ("tea", "pasta", "eggs", "laundry", "workout", "nap", "rice", "pizza", "meeting", "study", "bread", "plank")
-
-
 SYMBOLS = ("AAPL", "MSFT", "GOOG", "AMZN", "TSLA", "NVDA", "META", "NFLX", "IBM", "INTC", "ORCL", "AMD")
-
-
 # How a user names each period; the enum value is what the call must carry.
 PERIODS = {
     "day": ("today", "for the day"),
@@ -56,11 +42,7 @@ PERIODS = {
     "month": ("this month", "over the last month"),
     "year": ("this year", "over the last year"),
 }
-
-
 DATES = tuple(f"2025-{month:02d}-{day:02d}" for month in (3, 6, 9, 12) for day in (4, 11, 18, 25))
-
-
 UNRELATED_REQUESTS = (
     "Tell me a joke about penguins.",
     "What is the capital of Peru?",

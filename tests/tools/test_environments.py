@@ -193,7 +193,7 @@ def test_a_tool_without_documented_arguments_fails_when_the_class_is_defined():
                 return str(x)
 
 
-@pytest.mark.parametrize("module", ["environments", "trajectories", "multiturn"])
+@pytest.mark.parametrize("module", ["base", "workbench", "trajectories", "multiturn"])
 def test_docstring_examples(module):
     import doctest
     import importlib
