@@ -70,7 +70,7 @@ def held_out_scores(model: Any, tokenizer: Any, rows: list[dict], script_args: A
     """Greedy completions for the held-out rows, scored: exact-call accuracy (the recipe's `eval_scorer`) and the
     recipe's weighted reward."""
     from grpo_tools.data.prompts import render_prompt
-    from grpo_tools.evaluation.evaluate import generate_completions
+    from grpo_tools.evaluation.generation import generate_completions
     from grpo_tools.rewards import REWARDS, get_reward_funcs
 
     completions = generate_completions(

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from grpo_tools.data.prompts import render_prompt
+from grpo_tools.evaluation.compare import print_comparison
+from grpo_tools.evaluation.generation import generate_completions
 
 
 __all__ = [
@@ -44,54 +46,6 @@ def pass_at_k(num_samples: int, num_correct: int, k: int) -> float:
     if num_samples - num_correct < k:
         return 1.0
     return 1.0 - comb(num_samples - num_correct, k) / comb(num_samples, k)
-
-
-def generate_completions(
-    model: Any,
-    tokenizer: Any,
-    prompts: list[str],
-    batch_size: int = 32,
-    max_new_tokens: int = 128,
-    progress: bool = True,
-    description: str = "generating",
-    num_samples: int = 1,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-) -> list[str]:
-    """Completions for text prompts in batches (left-padded), decoded without special tokens: greedy when
-    `temperature` is 0, else `num_samples` sampled completions per prompt, grouped by prompt."""
-    import torch
-    from tqdm import tqdm
-
-    if temperature == 0 and num_samples > 1:
-        raise ValueError("greedy decoding (temperature 0) gives identical samples; set a temperature > 0")
-    sampling = (
-        {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 else {"do_sample": False}
-    )
-    padding_side = tokenizer.padding_side
-    tokenizer.padding_side = "left"  # decoder-only models continue from the right edge
-    completions: list[str] = []
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            for start in tqdm(range(0, len(prompts), batch_size), desc=description, disable=not progress or None):
-                batch = tokenizer(prompts[start : start + batch_size], return_tensors="pt", padding=True)
-                batch = {key: value.to(model.device) for key, value in batch.items()}
-                output = model.generate(
-                    **batch,
-                    max_new_tokens=max_new_tokens,
-                    num_return_sequences=num_samples,
-                    eos_token_id=tokenizer.eos_token_id,
-                    pad_token_id=tokenizer.pad_token_id,
-                    **sampling,
-                )  # (B * num_samples, prompt + new), each prompt's samples adjacent
-                new_tokens = output[:, batch["input_ids"].shape[1] :]  # (B * num_samples, new)
-                completions += tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
-    finally:
-        tokenizer.padding_side = padding_side
-        model.train(was_training)
-    return completions
 
 
 def _golds(rows: list[dict[str, Any]]) -> list[Any]:
@@ -221,94 +175,6 @@ def evaluate_model(
         report["sampling"] = _sampling_summary(rows, golds, samples, scorer, temperature)
     (output_dir / f"{label}_report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
-
-
-def print_comparison(reports: dict[str, dict[str, Any]], title: str | None = None) -> None:
-    """Accuracy per category for each labelled report side by side, with the change from the first to the last."""
-    from rich.console import Console
-    from rich.table import Table
-
-    labels = list(reports)
-    first, last = reports[labels[0]], reports[labels[-1]]
-    table = Table(title=title or f"tool-call accuracy ({last['scorer']})")
-    columns = ["category", "rows", *labels] + (["change"] if len(labels) > 1 else [])
-    for column in columns:
-        table.add_column(column, justify="left" if column == "category" else "right")
-    categories: dict[str, Any] = {}
-    for report in reports.values():
-        categories.update(report["by_category"])
-    for category, totals in categories.items():
-        values = [report["by_category"].get(category, {}).get("accuracy", 0.0) for report in reports.values()]
-        change = [f"{values[-1] - values[0]:+.3f}"] if len(labels) > 1 else []
-        table.add_row(category, str(totals["rows"]), *(f"{value:.3f}" for value in values), *change)
-    values = [report["accuracy"] for report in reports.values()]
-    change = [f"{values[-1] - values[0]:+.3f}"] if len(labels) > 1 else []
-    table.add_row("all", str(last["rows"]["data"]), *(f"{value:.3f}" for value in values), *change, style="bold")
-    console = Console()
-    console.print(table)
-    if "sampling" in last:
-        sampling = Table(title=f"pass@k over {last['sampling']['num_samples']} samples per row")
-        keys = [key for key in last["sampling"] if key.startswith("pass@")]
-        for column in ["", *keys]:
-            sampling.add_column(column, justify="left" if not column else "right")
-        for label, report in reports.items():
-            if "sampling" in report:
-                sampling.add_row(label, *(f"{report['sampling'][key]:.3f}" for key in keys))
-        console.print(sampling)
-    rewards = Table(title="mean reward")
-    for column in ["", *first.get("rewards", {})]:
-        rewards.add_column(column.removeprefix("tool_"), justify="left" if not column else "right")
-    for label, report in reports.items():
-        if "rewards" in report:
-            rewards.add_row(label, *(f"{value:.3f}" for value in report["rewards"].values()))
-    if first.get("rewards"):
-        console.print(rewards)
-    if all("tools" in report for report in reports.values()):  # multi-turn: what happened when the tools ran
-        tools = Table(title="tool use per rollout (multi-turn)")
-        for column in ["", *labels]:
-            tools.add_column(column, justify="left" if not column else "right")
-        measures = {
-            "call accuracy": lambda report: report["call_accuracy"],
-            "calls per rollout": lambda report: report["tools"]["calls_per_rollout"],
-            "turns per rollout": lambda report: report["tools"]["turns"],
-            "failures per call": lambda report: report["tools"]["failure_rate"],
-            **{
-                f"  {kind}": (lambda report, kind=kind: report["tools"]["failures"][kind])
-                for kind in last["tools"]["failures"]
-            },
-        }
-        for name, measure in measures.items():
-            tools.add_row(name, *(f"{measure(report):.3f}" for report in reports.values()))
-        console.print(tools)
-    _print_arguments(console, reports)
-    errors = sorted({kind for report in reports.values() for kind in report["errors"]})
-    if errors:
-        table = Table(title="rows with each error kind")
-        for column in ["error", *labels]:
-            table.add_column(column, justify="left" if column == "error" else "right")
-        for kind in errors:
-            table.add_row(kind, *(str(report["errors"].get(kind, 0)) for report in reports.values()))
-        console.print(table)
-
-
-def _print_arguments(console: Any, reports: dict[str, dict[str, Any]], limit: int = 8) -> None:
-    """The arguments most often wrong in the last report, as `wrong / checked` for every report."""
-    from rich.table import Table
-
-    last = list(reports.values())[-1].get("arguments") or {}
-    shown = [argument for argument, counts in last.items() if counts["wrong"]][:limit]
-    if not shown:
-        return
-    table = Table(title="wrong values by argument (wrong / calls to the right tool)")
-    for column in ["argument", *reports]:
-        table.add_column(column, justify="left" if column == "argument" else "right")
-    for argument in shown:
-        cells = []
-        for report in reports.values():
-            counts = report.get("arguments", {}).get(argument)
-            cells.append(f"{counts['wrong']} / {counts['checked']}" if counts else "-")
-        table.add_row(argument, *cells)
-    console.print(table)
 
 
 def _vllm_completions(

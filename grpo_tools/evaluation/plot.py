@@ -10,7 +10,6 @@ stays instant.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import os
@@ -20,6 +19,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grpo_tools.evaluation.history import (
+    COMPONENT_REWARD,
+    HistoryError,
+    as_float,
+    find_trainer_state,
+    is_training_entry,
+    load_history,
+    logged_keys,
+    read_kl_target,
+    read_state,
+    series,
+)
 from grpo_tools.rewards import ERROR_KINDS
 
 
@@ -39,141 +50,14 @@ __all__ = [
     "read_kl_target",
 ]
 
-logger = logging.getLogger(__name__)
 
-STATE_FILE = "trainer_state.json"
 DEFAULT_OUTPUT = "training_curves.png"
 PANEL_TITLES = ("reward", "KL vs target", "KL coefficient", "completion length", "tool-call errors")
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-_COMPONENT_REWARD = re.compile(r"^rewards/(?P<name>.+)/mean$")
 _ERROR_KIND = re.compile(r"^(?P<prefix>[^/]+)/(?P<kind>" + "|".join(ERROR_KINDS) + r")$")
 _PREFERRED_ERROR_PREFIX = "tool_exact"
 _COMPONENT_STYLES = ("-", "--", "-.", ":")
 _SMOOTH_ABOVE = 60  # logged steps; more are drawn with a rolling mean over the faint raw values
-# Keys whose presence marks a log entry as a training step (rather than the end-of-run summary or an eval entry).
-_TRAINING_KEYS = ("loss", "reward", "kl", "kl_coef", "completions/mean_length")
 _DPI = 110
-
-
-class HistoryError(ValueError):
-    """A run folder with nothing to draw: missing, without a trainer state, or without training metrics."""
-
-
-def find_trainer_state(run_dir: str | os.PathLike[str]) -> Path:
-    """The `trainer_state.json` to read for a run: the final one, else the newest checkpoint's.
-
-    `grpo-tools train` saves the final state only when training ends; a run killed mid-way still has its
-    checkpoints, each with the history up to its step. "Newest" is by step number (`checkpoint-20` after
-    `checkpoint-3`), never by name.
-    """
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise HistoryError(f"{run_dir}: no such run folder")
-    final = run_dir / STATE_FILE
-    if final.is_file():
-        return final
-    checkpoints = [
-        (int(match.group(1)), child)
-        for child in run_dir.iterdir()
-        if (match := _CHECKPOINT.match(child.name)) and (child / STATE_FILE).is_file()
-    ]
-    if not checkpoints:
-        raise HistoryError(
-            f"{run_dir}: no {STATE_FILE} here nor in any checkpoint-*/ folder; is this a `grpo-tools train` output_dir?"
-        )
-    step, newest = max(checkpoints)
-    logger.info(
-        "%s has no %s (written when `grpo-tools train` ends); drawing checkpoint-%d's history",
-        run_dir,
-        STATE_FILE,
-        step,
-    )
-    return newest / STATE_FILE
-
-
-def _is_training_entry(entry: Mapping[str, Any]) -> bool:
-    return any(key in entry for key in _TRAINING_KEYS) or any(_COMPONENT_REWARD.match(key) for key in entry)
-
-
-def _read_state(path: Path) -> list[dict[str, Any]]:
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise HistoryError(f"{path}: cannot read it as JSON ({error})") from None
-    history = state.get("log_history") if isinstance(state, dict) else None
-    if not isinstance(history, list):
-        raise HistoryError(f"{path}: no `log_history` list; not a transformers trainer state")
-    history = [entry for entry in history if isinstance(entry, dict) and "step" in entry]
-    if not any(_is_training_entry(entry) for entry in history):
-        raise HistoryError(
-            f"{path}: the logged history has no training metrics (did the run stop before its first logging step?)"
-        )
-    return history
-
-
-def load_history(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The logged history of a training run: one dict per logging event, each with `step` and its metrics.
-
-    This is trl's `log_history` as `trainer.save_state()` writes it (falling back to the newest checkpoint for an
-    unfinished run; see `find_trainer_state`), so the keys are trl's (`reward`, `rewards/<func>/mean`, `kl`,
-    `completions/mean_length`, ...) plus ours (`kl_coef`, `<reward>/<error kind>`). Entries without `step` are
-    dropped. Raises `HistoryError` naming the path when there is nothing to draw.
-    """
-    return _read_state(find_trainer_state(run_dir))
-
-
-def read_kl_target(run_dir: str | os.PathLike[str], state_path: str | os.PathLike[str] | None = None) -> float | None:
-    """The KL target the run was trained towards, or None when it was not recorded.
-
-    `run_info.json` (written when training ends) has it as `kl.kl_target`; an unfinished run has only checkpoints,
-    whose `kl_controller.json` (saved next to `state_path`) holds the controller's `target`.
-    """
-    candidates = [(Path(run_dir) / "run_info.json", ("kl", "kl_target"))]
-    if state_path is not None:
-        candidates.append((Path(state_path).parent / "kl_controller.json", ("target",)))
-    for path, keys in candidates:
-        if not path.is_file():
-            continue
-        try:
-            value: Any = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise HistoryError(f"{path}: cannot read it as JSON ({error})") from None
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    return None
-
-
-def _as_float(value: Any) -> float | None:
-    """A logged value as a float: trainer_state.json has numbers, but hand-made histories may hold strings."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
-
-
-def _series(history: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float], list[float]]:
-    """(steps, values) of one metric, over the entries that logged it."""
-    steps, values = [], []
-    for entry in history:
-        value = _as_float(entry.get(key))
-        step = _as_float(entry.get("step"))
-        if value is not None and step is not None:
-            steps.append(step)
-            values.append(value)
-    return steps, values
-
-
-def _keys(history: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Every metric name in the history, in order of first appearance."""
-    return list(dict.fromkeys(key for entry in history for key in entry))
 
 
 def _not_logged(ax: Axes, what: str) -> None:
@@ -183,7 +67,7 @@ def _not_logged(ax: Axes, what: str) -> None:
 def _smoothing_window(history: Sequence[Mapping[str, Any]]) -> int:
     """How many logged steps each drawn point averages: 1 (no smoothing) up to `_SMOOTH_ABOVE` logs, then about
     1/40 of them, so a long run's trend shows through its step-to-step noise."""
-    logs = sum(1 for entry in history if _is_training_entry(entry))
+    logs = sum(1 for entry in history if is_training_entry(entry))
     return 1 if logs <= _SMOOTH_ABOVE else max(3, logs // 40)
 
 
@@ -213,13 +97,13 @@ def _curve(ax: Axes, steps: list[float], values: list[float], window: int, **sty
 def _reward_panel(ax: Axes, history: Sequence[Mapping[str, Any]], window: int) -> None:
     ax.set_title("reward")
     drawn = False
-    steps, values = _series(history, "reward")
+    steps, values = series(history, "reward")
     if steps:
         _curve(ax, steps, values, window, color="black", linewidth=2, label="reward (total)")
         drawn = True
-    components = [match.group("name") for key in _keys(history) if (match := _COMPONENT_REWARD.match(key))]
+    components = [match.group("name") for key in logged_keys(history) if (match := COMPONENT_REWARD.match(key))]
     for index, name in enumerate(components):
-        steps, values = _series(history, f"rewards/{name}/mean")
+        steps, values = series(history, f"rewards/{name}/mean")
         if steps:
             # Rewards often agree (an exact call also has the right format), so their curves overlap: dashes of
             # different kinds keep each one visible.
@@ -234,7 +118,7 @@ def _reward_panel(ax: Axes, history: Sequence[Mapping[str, Any]], window: int) -
 
 def _kl_panel(ax: Axes, history: Sequence[Mapping[str, Any]], kl_target: float | None, window: int) -> None:
     ax.set_title("KL vs target")
-    steps, values = _series(history, "kl")
+    steps, values = series(history, "kl")
     if not steps:
         _not_logged(ax, "kl")
         return
@@ -247,7 +131,7 @@ def _kl_panel(ax: Axes, history: Sequence[Mapping[str, Any]], kl_target: float |
 
 def _kl_coef_panel(ax: Axes, history: Sequence[Mapping[str, Any]]) -> None:
     ax.set_title("KL coefficient")
-    steps, values = _series(history, "kl_coef")
+    steps, values = series(history, "kl_coef")
     if not steps:
         _not_logged(ax, "kl_coef")
         return
@@ -281,7 +165,7 @@ def _plain_log_labels(ax: Axes, low: float, high: float) -> None:
 
 def _length_panel(ax: Axes, history: Sequence[Mapping[str, Any]], window: int) -> None:
     ax.set_title("completion length")
-    steps, values = _series(history, "completions/mean_length")
+    steps, values = series(history, "completions/mean_length")
     if not steps:
         _not_logged(ax, "completions/mean_length")
         return
@@ -289,7 +173,7 @@ def _length_panel(ax: Axes, history: Sequence[Mapping[str, Any]], window: int) -
     # The bounds only frame the mean: smoothed without their raw values, which would bury it.
     bounds = {}
     for name in ("min", "max"):
-        bound_steps, bound_values = _series(history, f"completions/{name}_length")
+        bound_steps, bound_values = series(history, f"completions/{name}_length")
         bounds[name] = (bound_steps, _rolling_mean(bound_values, window))
     for name, (bound_steps, bound_values) in bounds.items():
         if bound_steps:
@@ -305,7 +189,7 @@ def _length_panel(ax: Axes, history: Sequence[Mapping[str, Any]], window: int) -
 
 def _error_prefix(history: Sequence[Mapping[str, Any]]) -> str | None:
     """Whose error kinds to draw: `tool_exact`'s when logged (the strictest, most telling), else the first reward's."""
-    prefixes = [match.group("prefix") for key in _keys(history) if (match := _ERROR_KIND.match(key))]
+    prefixes = [match.group("prefix") for key in logged_keys(history) if (match := _ERROR_KIND.match(key))]
     if not prefixes:
         return None
     return _PREFERRED_ERROR_PREFIX if _PREFERRED_ERROR_PREFIX in prefixes else prefixes[0]
@@ -320,7 +204,7 @@ def _errors_panel(ax: Axes, history: Sequence[Mapping[str, Any]], window: int) -
     ax.set_title(f"tool-call errors ({prefix})")
     drawn = False
     for kind in ERROR_KINDS:
-        steps, values = _series(history, f"{prefix}/{kind}")
+        steps, values = series(history, f"{prefix}/{kind}")
         if steps and any(value != 0 for value in values):  # a kind that never happened is only clutter
             _curve(ax, steps, values, window, label=kind.replace("_", " "))
             drawn = True
@@ -390,9 +274,9 @@ def plot_run(run_dir: str | os.PathLike[str], output: str | os.PathLike[str] | N
     """Draw a run's training curves into one PNG (default `RUN_DIR/training_curves.png`); return its path."""
     run_dir = Path(run_dir)
     state_path = find_trainer_state(run_dir)
-    history = _read_state(state_path)
+    history = read_state(state_path)
     kl_target = read_kl_target(run_dir, state_path)
-    last_step = max(int(_as_float(entry["step"]) or 0) for entry in history)
+    last_step = max(int(as_float(entry["step"]) or 0) for entry in history)
     source = "" if state_path.parent == run_dir else f", from {state_path.parent.name}"
     figure = build_run_figure(
         history, kl_target, title=f"{run_dir.resolve().name}: training to step {last_step}{source}"

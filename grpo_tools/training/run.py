@@ -298,7 +298,7 @@ def _save(
 
 def _compare(before: dict[str, Any], after: dict[str, Any], output_dir: str) -> None:
     """Print the before/after table, draw accuracy by category, and write `eval_summary.json`."""
-    from grpo_tools.evaluation.evaluate import print_comparison
+    from grpo_tools.evaluation.compare import print_comparison
     from grpo_tools.evaluation.plot import plot_accuracy_by_category
 
     reports = {"before": before, "after": after}

@@ -159,7 +159,7 @@ def test_unfinished_run_falls_back_to_the_newest_checkpoint_by_step(tmp_path, ca
     (run / "checkpoint-20" / "kl_controller.json").write_text(json.dumps({"coef": 0.1, "target": 0.07}))
     (run / "checkpoint-99").mkdir()  # no trainer_state.json yet (killed while saving): not a candidate
 
-    with caplog.at_level("INFO", logger="grpo_tools.evaluation.plot"):
+    with caplog.at_level("INFO", logger="grpo_tools.evaluation"):
         history = load_history(run)
     assert max(entry["step"] for entry in history) == 20
     assert "checkpoint-20" in caplog.text
