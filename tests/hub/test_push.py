@@ -21,6 +21,7 @@ import torch
 from huggingface_hub import ModelCard
 
 from grpo_tools.hub import push as hub
+from grpo_tools.hub import staging
 from grpo_tools.models.provenance import PROVENANCE_FILE, write_provenance
 
 
@@ -370,7 +371,7 @@ def test_a_base_model_the_hub_does_not_have_is_refused(
         looked_up.append(name)
         return None, False
 
-    monkeypatch.setattr(hub, "_base_folder", hub_without_it)
+    monkeypatch.setattr(staging, "_base_folder", hub_without_it)
     run = make_run(tmp_path / "run", adapter_template, base=tiny_model_dir)
     args = ["--adapter", str(run), "--repo-id", "me/tiny-tools", "--dry-run", str(tmp_path / "out")]
 
