@@ -5,6 +5,7 @@ import json
 import sys
 from pathlib import Path
 
+import torch.distributed as dist
 from peft import LoraConfig
 from transformers import AutoTokenizer
 
@@ -34,6 +35,10 @@ def main(model_dir: str, train_path: str, out: str) -> None:
     Path(out, f"rank{rank}.json").write_text(
         json.dumps({"kl_history": trainer.kl_history, "world": trainer.accelerator.num_processes})
     )
+    # Leave the gloo group before the interpreter exits: torn down at exit, its threads can abort the process
+    # ("terminate called without an active exception") on a loaded machine.
+    trainer.accelerator.wait_for_everyone()
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -97,7 +98,10 @@ def test_killed_run_resumes_with_the_same_steps_and_kl_coefficient(tiny_model_di
 def test_two_processes_feed_their_controllers_the_same_kl(tiny_model_dir, small_data, tmp_path):
     script = Path(__file__).parents[1] / "scripts" / "distributed_kl.py"
     # torchrun starts the processes; accelerate reads their ranks from the environment and joins them over gloo.
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517"]
+    with socket.socket() as probe:  # a free port, so that two test runs on one machine do not meet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port)]
     result = subprocess.run(
         [*launcher, str(script), tiny_model_dir, small_data["train"], str(tmp_path)],
         capture_output=True,
