@@ -26,8 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bfcl_reference
 
-from grpo_tools import rewards
-from grpo_tools.rewards import tool_bfcl_reward
+from grpo_tools.rewards import gold, tool_bfcl_reward
 
 
 TARGET_RATIO = 2.0  # issue 14: at least twice BFCL's checker, parsing included
@@ -86,7 +85,7 @@ def main() -> None:
         for name, run in (("bfcl", run_bfcl), ("tool_bfcl", run_ours)):
             if name == "tool_bfcl":
                 # Each repeat prepares every row again from new string objects, as a fresh process reads them.
-                rewards._GOLD_CACHE.clear()
+                gold._GOLD_CACHE.clear()
                 for key in ("tools", "answers", "possible_answers"):
                     columns[key] = [_copy(text) for text in columns[key]]
             start = time.perf_counter()

@@ -4,7 +4,6 @@ The light, pure parts are importable from here: the tool-call parser, the reward
 controller. Training (`grpo_tools.training.trainer`, `grpo_tools.training.configs`) imports torch and trl, so import it from its module.
 """
 
-from grpo_tools.calls import PARSERS, ParseResult, ToolCall, parse_tool_calls
 from grpo_tools.rewards import (
     ERROR_KINDS,
     REWARDS,
@@ -19,6 +18,7 @@ from grpo_tools.rewards import (
     tool_partial_reward,
     tool_schema_reward,
 )
+from grpo_tools.rewards.calls import PARSERS, ParseResult, ToolCall, parse_tool_calls
 from grpo_tools.training.kl import AdaptiveKLController
 
 

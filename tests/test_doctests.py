@@ -4,13 +4,16 @@ import doctest
 
 import pytest
 
-import grpo_tools.calls
-import grpo_tools.rewards
-import grpo_tools.schemas
+import grpo_tools.rewards.calls
+import grpo_tools.rewards.rewards
+import grpo_tools.rewards.schemas
 import grpo_tools.training.kl
 
 
-@pytest.mark.parametrize("module", [grpo_tools.calls, grpo_tools.rewards, grpo_tools.training.kl, grpo_tools.schemas])
+@pytest.mark.parametrize(
+    "module",
+    [grpo_tools.rewards.calls, grpo_tools.rewards.rewards, grpo_tools.training.kl, grpo_tools.rewards.schemas],
+)
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0

@@ -224,7 +224,7 @@ def _check_messages(messages: Any) -> Iterator[tuple[str, str]]:
 
 def _check_tools(tools: Any) -> tuple[dict[str, Any] | None, list[tuple[str, str]]]:
     """The row's tools by name (None when they cannot be read) and the problems found."""
-    from grpo_tools.schemas import SchemaError, normalize_tools
+    from grpo_tools.rewards.schemas import SchemaError, normalize_tools
 
     if not isinstance(tools, list):
         return None, [("tools", f"expected a list of tool definitions, got {_json_type(tools)}")]
@@ -237,7 +237,7 @@ def _check_tools(tools: Any) -> tuple[dict[str, Any] | None, list[tuple[str, str
 
 
 def _check_answers(answers: Any, tools: dict[str, Any] | None) -> Iterator[tuple[str, str]]:
-    from grpo_tools.schemas import validate_arguments
+    from grpo_tools.rewards.schemas import validate_arguments
 
     if not isinstance(answers, list):
         yield "answers", f"expected a list of calls ([] when no call is right), got {_json_type(answers)}"

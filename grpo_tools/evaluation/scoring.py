@@ -124,7 +124,7 @@ def _score_chunk(task: tuple[str, list[tuple[bytes, Any, str]]]) -> list[tuple[f
     """Score `(data line, completion, row label)` items under one reward; runs in worker processes."""
     reward, items = task
     scorer = REWARDS[reward].scorer
-    from grpo_tools.calls import parse_tool_calls
+    from grpo_tools.rewards.calls import parse_tool_calls
 
     results = []
     for data_line, completion, label in items:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from grpo_tools.schemas import Tool, normalize_tool, validate_arguments
+from grpo_tools.rewards.schemas import Tool, normalize_tool, validate_arguments
 
 
 __all__ = ["DEFAULT_TOOL_TIMEOUT", "FAILURE_KINDS", "ToolEnvironment", "ToolRecord"]

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from grpo_tools.calls import ToolCall
 from grpo_tools.cli import main
 from grpo_tools.data.rows import (
     DataError,
@@ -20,6 +19,7 @@ from grpo_tools.data.rows import (
     read_jsonl,
     write_jsonl,
 )
+from grpo_tools.rewards.calls import ToolCall
 
 
 WEATHER = {

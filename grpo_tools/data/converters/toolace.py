@@ -7,7 +7,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from grpo_tools.calls import ToolCall
 from grpo_tools.data.converters.base import (
     _DECODER,
     SourceContext,
@@ -19,6 +18,7 @@ from grpo_tools.data.converters.base import (
     _source_id,
     _tools,
 )
+from grpo_tools.rewards.calls import ToolCall
 
 
 def _json_list(text: str) -> list[Any]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grpo_tools.calls import ToolCall
+from grpo_tools.rewards.calls import ToolCall
 
 
 __all__ = ["BfclCall", "check_bfcl", "check_bfcl_irrelevance", "prepare_bfcl", "standardize"]

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from grpo_tools.calls import ParseResult, ToolCall
 from grpo_tools.rewards import (
     ERROR_KINDS,
     REWARDS,
@@ -19,6 +18,7 @@ from grpo_tools.rewards import (
     tool_bfcl_reward,
     tool_exact_reward,
 )
+from grpo_tools.rewards.calls import ParseResult, ToolCall
 
 
 def function(name, properties, required=()):

@@ -1,4 +1,4 @@
-"""Tests for grpo_tools.schemas: reading OpenAI, bare, BFCL and xLAM tool definitions into JSON Schema, the errors
+"""Tests for grpo_tools.rewards.schemas: reading OpenAI, bare, BFCL and xLAM tool definitions into JSON Schema, the errors
 malformed definitions raise, argument validation (error kinds, paths, messages, strict integer/number/bool types,
 unknown parameters) and the cheap `tool_names`."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from grpo_tools.schemas import (
+from grpo_tools.rewards.schemas import (
     ArgumentError,
     SchemaError,
     Tool,

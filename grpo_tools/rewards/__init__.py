@@ -1,0 +1,53 @@
+"""The tool-use reward model: parsing tool calls, tool schemas, matching calls against gold calls (BFCL's rules
+included) and the named rewards trl calls. It imports nothing else of grpo_tools.
+
+- `calls`: `ToolCall`, `parse_tool_calls(text, format="auto")` for every format in `PARSERS`.
+- `schemas`: tool definitions (OpenAI, BFCL, xLAM) -> JSON Schema; argument validation.
+- `gold`: a row's gold reference (`make_gold`), `Verdict` and `ERROR_KINDS`.
+- `matching`: value comparison and the optimal pairing of predicted and gold calls; `bfcl`: BFCL's `ast_checker` rules.
+- `rewards`: the five rewards (trl's signature), the registry `REWARDS` and `get_reward_funcs`.
+"""
+
+from grpo_tools.rewards.calls import FORMATS, PARSERS, ParseResult, ToolCall, parse_tool_calls
+from grpo_tools.rewards.gold import ERROR_KINDS, Gold, GoldError, Verdict, make_gold
+from grpo_tools.rewards.rewards import (
+    REWARDS,
+    RewardSpec,
+    argument_checks,
+    get_reward_funcs,
+    score_completion,
+    tool_bfcl_reward,
+    tool_exact_reward,
+    tool_format_reward,
+    tool_partial_reward,
+    tool_schema_reward,
+)
+from grpo_tools.rewards.schemas import SchemaError, Tool, normalize_tools, validate_arguments
+
+
+__all__ = [
+    "ERROR_KINDS",
+    "FORMATS",
+    "PARSERS",
+    "REWARDS",
+    "Gold",
+    "GoldError",
+    "ParseResult",
+    "RewardSpec",
+    "SchemaError",
+    "Tool",
+    "ToolCall",
+    "Verdict",
+    "argument_checks",
+    "get_reward_funcs",
+    "make_gold",
+    "normalize_tools",
+    "parse_tool_calls",
+    "score_completion",
+    "tool_bfcl_reward",
+    "tool_exact_reward",
+    "tool_format_reward",
+    "tool_partial_reward",
+    "tool_schema_reward",
+    "validate_arguments",
+]

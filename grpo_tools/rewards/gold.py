@@ -1,0 +1,251 @@
+"""A row's gold reference, as the rewards read it: the gold calls, BFCL's acceptable values and the offered tools'
+signatures, prepared once per row (`make_gold`) and read lazily; and the records a reward gives back (`Verdict`,
+`ERROR_KINDS`).
+
+A malformed *gold* row (answers, possible answers, tools) raises `GoldError` naming the row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from grpo_tools.rewards import fastjson
+from grpo_tools.rewards.calls import ToolCall
+
+
+__all__ = ["ERROR_KINDS", "Gold", "GoldError", "Signature", "Verdict", "make_gold"]
+
+
+# Why a completion lost credit. `missing_prediction` is only used by scoring (a data row with no prediction).
+ERROR_KINDS: tuple[str, ...] = (
+    "parse_error",
+    "wrong_name",
+    "missing_argument",
+    "unexpected_argument",
+    "wrong_value",
+    "wrong_type",
+    "wrong_count",
+    "unexpected_call",
+    "missed_call",
+    "missing_prediction",
+)
+
+
+class GoldError(ValueError):
+    """A gold row (answers, possible_answers or tools) that cannot be scored against; the message names the row."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One completion's score under one reward, and the error kinds behind each credit it lost."""
+
+    score: float
+    errors: tuple[str, ...] = ()
+
+    @property
+    def correct(self) -> bool:
+        """Full credit."""
+        return self.score >= 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """What the rewards need of one offered tool: its parameters and which are required."""
+
+    params: dict[str, dict[str, Any]]  # parameter name -> its JSON Schema
+    required: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Gold:
+    """A row's reference: the gold calls, and the raw `possible_answers` and `tools` columns, which are read lazily
+    (a reward reads only what it needs: most never look at most tools)."""
+
+    calls: tuple[ToolCall, ...]
+    possible_answers: Any  # BFCL acceptable values as given, or None to derive them from `calls`
+    tools: Any  # the row's tool list as given: a list of dicts, or a JSON string of one
+    row: str = "row"
+    # What the rewards read lazily, kept per row. (Not functools.cached_property: on Python 3.11 it takes a lock on
+    # every first read, which shows at 100,000 completions a second.)
+    _memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def possible(self) -> tuple[tuple[str, dict[str, list[Any]]], ...]:
+        """BFCL acceptable values, one `(name, {param: [values]})` per gold call."""
+        if "possible" not in self._memo:
+            self._memo["possible"] = _possible(self.possible_answers, self.calls, self.row)
+        return self._memo["possible"]
+
+    @property
+    def tool_list(self) -> list[Any]:
+        """The offered tool definitions."""
+        if "tools" not in self._memo:
+            self._memo["tools"] = _tool_list(self.tools, self.row)
+        return self._memo["tools"]
+
+    def signature(self, name: str) -> Signature | None:
+        """Parameter schemas and required names of the offered tool `name`; None when no such tool is offered."""
+        key = "signature:" + name
+        if key not in self._memo:
+            self._memo[key] = _signature(self.tool_list, name, self.row)
+        return self._memo[key]
+
+
+def _tool_list(tools: Any, row: str) -> list[Any]:
+    tools = _load_json(tools, "tools", row)
+    if not isinstance(tools, list):
+        raise GoldError(f"{row}: tools must be a list of tool definitions")
+    return tools
+
+
+def _load_json(value: Any, field: str, row: str) -> Any:
+    """Columns may hold JSON strings (datasets stores heterogeneous nested values that way)."""
+    if isinstance(value, str):
+        try:
+            return fastjson.loads(value)
+        except ValueError as error:
+            raise GoldError(f"{row}: {field} is a string but not valid JSON ({error})") from None
+    return value
+
+
+def _gold_calls(answers: Any, row: str) -> tuple[ToolCall, ...]:
+    answers = _load_json(answers, "answers", row)
+    if answers is None:
+        raise GoldError(f"{row}: answers is missing (use [] when the right response calls no tool)")
+    if not isinstance(answers, list):
+        raise GoldError(f"{row}: answers must be a list of {{name, arguments}}, got {type(answers).__name__}")
+    calls = []
+    for index, answer in enumerate(answers):
+        if not isinstance(answer, dict) or not isinstance(answer.get("name"), str):
+            raise GoldError(f"{row}: answers[{index}] must be an object with a string 'name'")
+        arguments = _load_json(answer.get("arguments", {}), f"answers[{index}].arguments", row)
+        if not isinstance(arguments, dict):
+            raise GoldError(f"{row}: answers[{index}].arguments must be an object")
+        calls.append(ToolCall(answer["name"], arguments))
+    return tuple(calls)
+
+
+def _possible(possible_answers: Any, calls: tuple[ToolCall, ...], row: str) -> tuple[tuple[str, dict], ...]:
+    """BFCL acceptable values; derived from the gold calls (each value the only one, each given param required)."""
+    possible_answers = _load_json(possible_answers, "possible_answers", row)
+    if possible_answers is None:
+        return tuple(
+            (call.name, {key: [_acceptable(value)] for key, value in call.arguments.items()}) for call in calls
+        )
+    if not isinstance(possible_answers, list):
+        raise GoldError(f"{row}: possible_answers must be a list with one entry per gold call")
+    entries = []
+    for index, entry in enumerate(possible_answers):
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise GoldError(f"{row}: possible_answers[{index}] must be an object with exactly one function name")
+        ((name, params),) = entry.items()
+        if not isinstance(params, dict) or not all(isinstance(values, list) for values in params.values()):
+            raise GoldError(f"{row}: possible_answers[{index}].{name} must map each parameter to a list of values")
+        entries.append((name, params))
+    if len(entries) != len(calls):
+        raise GoldError(f"{row}: possible_answers has {len(entries)} entries but answers has {len(calls)} calls")
+    return tuple(entries)
+
+
+# Gold prepared per distinct row: a GRPO batch scores several completions of each prompt, and trl hands each one its
+# own copy of the row's columns (JSON strings, see `prompts.prompt_dataset`). Keyed on those strings; bounded.
+_GOLD_CACHE: dict[tuple[str, str, str | None], tuple[tuple[ToolCall, ...], dict[str, Any]]] = {}
+_GOLD_CACHE_SIZE = 4096
+
+
+def _acceptable(value: Any) -> Any:
+    """A gold value as BFCL writes an acceptable one: an object (also inside a list) maps each key to a list of
+    acceptable values, one level deep; the inverse of what the BFCL converter reads."""
+    if isinstance(value, dict):
+        return {key: [sub] for key, sub in value.items()}
+    if isinstance(value, list):
+        return [_acceptable(element) if isinstance(element, dict) else element for element in value]
+    return value
+
+
+def make_gold(tools: Any, answers: Any, possible_answers: Any = None, row: str = "row") -> Gold:
+    """Read a row's gold columns; `row` (e.g. "row 17 (id=weather-0007)") names the row in errors.
+
+    Rows whose columns are JSON strings share what the rewards prepare (gold calls, tool schemas, BFCL's acceptable
+    values) with every row of the same content, so a batch prepares each distinct row once."""
+    if not (isinstance(tools, str) and isinstance(answers, str) and isinstance(possible_answers, str | None)):
+        return Gold(_gold_calls(answers, row), possible_answers, tools, row)
+    key = (tools, answers, possible_answers)
+    cached = _GOLD_CACHE.get(key)
+    if cached is None:
+        if len(_GOLD_CACHE) >= _GOLD_CACHE_SIZE:
+            _GOLD_CACHE.clear()
+        # A row whose gold is broken raises here, naming itself, and is not cached; what the rewards read later
+        # (tools, possible answers) is memoised only when it reads without error, so errors name their own row.
+        cached = _GOLD_CACHE[key] = (_gold_calls(answers, row), {})
+    return Gold(cached[0], possible_answers, tools, row, cached[1])
+
+
+_JSON_SCHEMA_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
+
+
+_TYPE_SETS = {name: frozenset([name]) for name in _JSON_SCHEMA_TYPES}
+_UNTYPED: frozenset[str] = frozenset()
+
+
+def _types_of(schema: Any) -> frozenset[str] | None:
+    """The JSON Schema type names of a schema; None when it is not standard JSON Schema (BFCL, xLAM)."""
+    if not isinstance(schema, dict):
+        return None
+    declared = schema.get("type")
+    if declared is None:
+        return _UNTYPED
+    if isinstance(declared, str):
+        return _TYPE_SETS.get(declared)  # the common case: one type, a dict hit
+    names = frozenset(declared)
+    return names if names <= _JSON_SCHEMA_TYPES else None
+
+
+def _fast_signature(tool: dict[str, Any]) -> Signature | None:
+    """Read a canonical (OpenAI, JSON Schema) tool directly: the common case, and a hot path during training."""
+    function = tool.get("function", tool)
+    parameters = function.get("parameters")
+    if not isinstance(parameters, dict) or parameters.get("type") != "object":
+        return None
+    properties = parameters.get("properties", {})
+    if not isinstance(properties, dict) or any(_types_of(schema) is None for schema in properties.values()):
+        return None
+    return Signature(properties, frozenset(parameters.get("required", ())))
+
+
+def _signature(tools: list[Any], name: str, row: str) -> Signature | None:
+    """One tool's parameter specs; other dialects (BFCL, xLAM) go through full normalisation in `schemas`."""
+    for tool in tools:
+        function = tool.get("function", tool) if isinstance(tool, dict) else None
+        if isinstance(function, dict) and function.get("name") == name:
+            fast = _fast_signature(tool)
+            if fast is not None:
+                return fast
+            break
+    return _normalized_signatures(tools, row).get(name)
+
+
+def _normalized_signatures(tools: list[Any], row: str) -> dict[str, Signature]:
+    from grpo_tools.rewards.schemas import SchemaError, normalize_tools
+
+    try:
+        normalized = normalize_tools(tools)
+    except SchemaError as error:
+        raise GoldError(f"{row}: {error}") from None
+    return {
+        name: Signature(
+            dict(tool.properties),
+            frozenset(tool.required),
+        )
+        for name, tool in normalized.items()
+    }
+
+
+def _tool_names(gold: Gold) -> frozenset[str]:
+    from grpo_tools.rewards.schemas import SchemaError, tool_names
+
+    try:
+        return tool_names(gold.tool_list)
+    except SchemaError as error:
+        raise GoldError(f"{gold.row}: {error}") from None
