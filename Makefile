@@ -32,6 +32,7 @@ test-slow: $(STAMP)
 quality: $(STAMP)
 	$(BIN)/ruff check grpo_tools tests benchmarks
 	$(BIN)/ruff format --check grpo_tools tests benchmarks
+	$(BIN)/lint-imports
 
 style: $(STAMP)
 	$(BIN)/ruff check --fix grpo_tools tests benchmarks

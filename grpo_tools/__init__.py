@@ -1,7 +1,8 @@
 """grpo-tools: GRPO fine-tuning for LLM tool calling.
 
 The light, pure parts are importable from here: the tool-call parser, the reward model and the adaptive KL
-controller. Training (`grpo_tools.training.trainer`, `grpo_tools.training.configs`) imports torch and trl, so import it from its module.
+controller. Each part is a subpackage (rewards, data, tools, evaluation, models, hub, training); training
+(`grpo_tools.training.trainer`, `grpo_tools.training.configs`) imports torch and trl, so import it from its module.
 """
 
 from grpo_tools.rewards import (

@@ -1,1 +1,32 @@
-"""Training: the config, the adaptive KL controller, the trainer, the warm start and a recipe's run."""
+"""Training: the config (`ToolGRPOConfig`), the adaptive KL controller, the trainer (`ToolGRPOTrainer`), the warm
+start (`training.warm_start`) and a recipe's run (`training.run`, `grpo-tools train`).
+
+The KL controller is pure Python and imported here at once; the rest imports torch and trl, so it is imported when
+first used (`from grpo_tools.training import ToolGRPOTrainer` works, `import grpo_tools` stays light).
+"""
+
+import importlib
+from typing import Any
+
+from grpo_tools.training.kl import KL_CONTROLLERS, AdaptiveKLController
+
+
+__all__ = [
+    "KL_CONTROLLERS",
+    "AdaptiveKLController",
+    "ToolGRPOConfig",
+    "ToolGRPOTrainer",
+    "ToolScriptArguments",
+]
+
+_LAZY = {
+    "ToolGRPOConfig": "grpo_tools.training.configs",
+    "ToolScriptArguments": "grpo_tools.training.configs",
+    "ToolGRPOTrainer": "grpo_tools.training.trainer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)
