@@ -2,10 +2,10 @@
 each process writes the KL it fed its controller, and the coefficients it got, to OUT/rank<N>.json."""
 
 import json
+import os
 import sys
 from pathlib import Path
 
-import torch.distributed as dist
 from peft import LoraConfig
 from transformers import AutoTokenizer
 
@@ -35,10 +35,12 @@ def main(model_dir: str, train_path: str, out: str) -> None:
     Path(out, f"rank{rank}.json").write_text(
         json.dumps({"kl_history": trainer.kl_history, "world": trainer.accelerator.num_processes})
     )
-    # Leave the gloo group before the interpreter exits: torn down at exit, its threads can abort the process
-    # ("terminate called without an active exception") on a loaded machine.
+    # Both ranks have written their result: leave without tearing gloo down. On a loaded machine its threads aborted
+    # ("terminate called without an active exception") or hung at interpreter exit, and so did destroy_process_group.
     trainer.accelerator.wait_for_everyone()
-    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -107,6 +107,7 @@ def test_two_processes_feed_their_controllers_the_same_kl(tiny_model_dir, small_
         capture_output=True,
         text=True,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=600,  # a hung rank fails the test instead of the whole run; it takes 1-2 minutes under load
     )
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
