@@ -84,3 +84,10 @@ def test_hermes_call_with_a_big_integer_keeps_it_exact() -> None:
     (call,) = parse_tool_calls(text).calls
     assert call.arguments["account"] == 123456789012345678901234567890
     assert type(call.arguments["account"]) is int
+
+
+def test_hermes_call_with_a_big_integer_inside_a_list_keeps_it_exact() -> None:
+    text = '<tool_call>\n{"name": "pay", "arguments": {"to": "x", "ids": [1, 123456789012345678901234567890]}}\n</tool_call>'
+    (call,) = parse_tool_calls(text).calls
+    assert call.arguments["ids"] == [1, 123456789012345678901234567890]
+    assert type(call.arguments["ids"][1]) is int
