@@ -316,7 +316,7 @@ def _exact(schema: Any, options: list[Any]) -> tuple[type, dict[Any, None], dict
     if kind is str:
         written = dict.fromkeys([option for option in options if type(option) is str])
         return str, dict.fromkeys(map(standardize, written)), written
-    if not all(type(option) in (str, int, bool) for option in options):
+    if not {str, int, bool}.issuperset(map(type, options)):
         return None
     accepted = dict.fromkeys(options)
     return kind, accepted, accepted
