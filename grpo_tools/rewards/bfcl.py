@@ -240,11 +240,9 @@ class BfclCall:
     non_optional: tuple[str, ...]
     properties: dict[str, Any]  # the tool's parameter schemas
     acceptable: dict[str, list[Any]]  # the possible answer's acceptable values
-    # Parameters of one type whose acceptable values are of that type and hashable: a value of that type is right
-    # when it is among them (standardised, for strings: `string_checker`; else `value in options`). The accepted
-    # values are dictionary keys rather than a frozenset: a dictionary of strings and numbers is no object for the
-    # garbage collector to walk.
-    exact: dict[str, tuple[type, dict[Any, None]]]
+    # Parameters settled by a lookup (`_exact`), in dictionaries rather than frozensets: a dictionary of strings and
+    # numbers is no object for the garbage collector to walk.
+    exact: dict[str, tuple[type, dict[Any, None], dict[Any, None]]]
     params: dict[str, _Param]  # prepared on first use
 
     def error(self, call: ToolCall) -> str | None:
@@ -258,13 +256,13 @@ class BfclCall:
         exact = self.exact
         for name, value in arguments.items():
             # The common case, inline: a value of the parameter's one type, among values of that type.
-            kind, accepted = exact.get(name, _NO_EXACT)
+            kind, accepted, written = exact.get(name, _NO_EXACT)
             if type(value) is kind:
-                if kind is str:
-                    value = _STANDARDIZED.get(value) or standardize(value)
-                if value not in accepted:
+                if value not in written and (kind is not str or standardize(value) not in accepted):
                     return "wrong_value"
                 continue
+            if kind is not None:  # what `_Param.error` says of any other type, the acceptable values being of `kind`
+                return "wrong_type"
             param = self.params.get(name)
             if param is None:
                 # Declared by the tool and in the possible answer, or unexpected (`simple_function_checker`).
@@ -301,12 +299,14 @@ def prepare_bfcl(
     )
 
 
-_NO_EXACT: tuple[None, dict[Any, None]] = (None, {})
+_NO_EXACT: tuple[None, dict[Any, None], dict[Any, None]] = (None, {}, {})
 
 
-def _exact(schema: Any, options: list[Any]) -> tuple[type, dict[Any, None]] | None:
-    """What `BfclCall.error` checks inline for a parameter, when its one type is a string, integer or boolean (a
-    float would need the int conversion), and its acceptable values are of that type (not `is_variable`)."""
+def _exact(schema: Any, options: list[Any]) -> tuple[type, dict[Any, None], dict[Any, None]] | None:
+    """What `BfclCall.error` checks inline for a parameter whose one type is a string, integer or boolean (a float
+    would need the int conversion) and whose acceptable values are of that type (not `is_variable`): the type, the
+    values accepted (standardised, for strings: `string_checker`; else `value in options`) and those accepted as
+    written (for strings the options themselves, which settle most values with one lookup)."""
     kinds = _kinds(schema)
     if len(kinds) != 1 or kinds[0] not in (str, int, bool):
         return None
@@ -314,10 +314,12 @@ def _exact(schema: Any, options: list[Any]) -> tuple[type, dict[Any, None]] | No
     if answer_type is not None and answer_type is not kind:  # `is_variable`
         return None
     if kind is str:
-        return str, dict.fromkeys(standardize(option) for option in options if type(option) is str)
-    if not all(type(option) in (str, int, bool) for option in options):
+        written = dict.fromkeys([option for option in options if type(option) is str])
+        return str, dict.fromkeys(map(standardize, written)), written
+    if not {str, int, bool}.issuperset(map(type, options)):
         return None
-    return kind, dict.fromkeys(options)
+    accepted = dict.fromkeys(options)
+    return kind, accepted, accepted
 
 
 def check_bfcl(calls: Sequence[ToolCall], gold: Sequence[BfclCall]) -> str | None:
@@ -331,15 +333,13 @@ def check_bfcl(calls: Sequence[ToolCall], gold: Sequence[BfclCall]) -> str | Non
         return "wrong_count"
     if len(gold) == 1:
         return gold[0].error(calls[0])
-    used = [False] * len(calls)
+    unused = list(calls)
     for expected in gold:
         errors = []
-        for index, call in enumerate(calls):
-            if used[index]:
-                continue
+        for index, call in enumerate(unused):
             error = expected.error(call)
             if error is None:
-                used[index] = True
+                del unused[index]
                 break
             errors.append(error)
         else:

@@ -129,14 +129,13 @@ def _detect(text: str) -> str | None:
 
 
 def _parse_text_auto(text: str, tools: Any) -> ParseResult:
-    if "think>" not in text:  # the hot path of training: well-formed Hermes calls, read without detection
-        well_formed = _well_formed_hermes_calls(text)
-        if well_formed:
-            result = _new_record(ParseResult)  # ParseResult(well_formed, (), "hermes"), faster
-            _set_calls(result, well_formed)
-            _set_errors(result, ())
-            _set_format(result, "hermes")
-            return result
+    well_formed = _well_formed_hermes_calls(text, unstripped=True)  # the hot path: read without detection
+    if well_formed:
+        result = _new_record(ParseResult)  # ParseResult(well_formed, (), "hermes"), faster
+        _set_calls(result, well_formed)
+        _set_errors(result, ())
+        _set_format(result, "hermes")
+        return result
     text = _strip_reasoning(text)
     detected = _detect(text)
     if detected is None:

@@ -19,8 +19,7 @@ import orjson
 
 __all__ = ["DIGITS_AS_ZERO", "NINETEEN_DIGITS", "loads", "orjson_reads_as_json"]
 
-# Every digit read as "0", to look for a run of 19 (faster than a regular expression, which tries every position);
-# the Hermes reader in `calls` runs the same test inline.
+# Every digit read as "0", to look for a run of 19 (faster than a regular expression, which tries every position).
 DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 NINETEEN_DIGITS = b"0" * 19
 
@@ -28,6 +27,9 @@ NINETEEN_DIGITS = b"0" * 19
 def orjson_reads_as_json(text: str) -> bool:
     """Whether `orjson.loads(text)`, when it succeeds, gives what `json.loads(text)` gives: no run of 19 digits (an
     integer beyond 64 bits) and no lone surrogate. Where orjson fails, `json` may still read the text."""
+    # A long ASCII text (a row's tools) first: a run of 19 digits covers two neighbouring characters of every ninth.
+    if len(text) > 512 and text.isascii() and b"00" not in text[::9].encode().translate(DIGITS_AS_ZERO):
+        return True
     try:
         return NINETEEN_DIGITS not in text.encode().translate(DIGITS_AS_ZERO)
     except UnicodeEncodeError:  # a lone surrogate

@@ -7,7 +7,7 @@ import ast
 import re
 from typing import Any
 
-from grpo_tools.rewards.fastjson import DIGITS_AS_ZERO, NINETEEN_DIGITS
+from grpo_tools.rewards.fastjson import orjson_reads_as_json
 from grpo_tools.rewards.toolcall import (
     _DECODER,
     _MAX_CLOSE_CANDIDATES,
@@ -32,44 +32,44 @@ _set_name, _set_arguments = ToolCall.name.__set__, ToolCall.arguments.__set__
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 
 
+_NOT_FLOATS = frozenset({str, int, bool, type(None)})  # argument values orjson reads exactly as `json` does
 _MISTRAL_NAME = re.compile(r"\s*([\w.\-]+)\s*(?:\[CALL_ID\][^\[]*)?\[ARGS\]")
 
 
-def _well_formed_hermes_calls(text: str) -> tuple[ToolCall, ...] | None:
+def _well_formed_hermes_calls(text: str, unstripped: bool = False) -> tuple[ToolCall, ...] | None:
     """The common case, read by orjson alone (see `grpo_tools.rewards.fastjson`): every block closed and holding exactly one
     `{"name", "arguments": {...}}` object. None for anything else, which the full reader below takes (a `</tool_call>`
     inside a string value cuts its block short, so it lands there too; so does a text orjson would read otherwise
-    than `json`)."""
+    than `json`; so, when `unstripped`, does reasoning, which `_strip_reasoning` finds only before the first block)."""
     blocks = text.split(_OPEN)
-    if len(blocks) == 1:
-        return ()
-    try:  # `orjson_reads_as_json`, inline
-        if NINETEEN_DIGITS in text.encode().translate(DIGITS_AS_ZERO):
-            return None
-    except UnicodeEncodeError:
+    if len(blocks) == 1 or (unstripped and "think>" in blocks[0]):
         return None
-    calls = []
+    calls, floats = [], False  # floats: whether some arguments hold a float, or a list or object that may hold one
     for block in blocks[1:]:
         body, closed, _ = block.partition(_CLOSE)
         if not closed:
             return None
         try:
             value = _orjson_loads(body)
-        except ValueError:  # orjson.JSONDecodeError, also for nesting past its depth limit
+            # orjson gives only dicts, lists and scalars: subscripting any but a dict raises TypeError.
+            name, arguments = value["name"], value["arguments"]
+        except (ValueError, KeyError, TypeError):  # orjson.JSONDecodeError, also for nesting past its depth limit
             return None
-        if type(value) is not dict or "function" in value or "tool_calls" in value:
-            return None
-        name, arguments = value.get("name"), value.get("arguments")
         if type(name) is not str or type(arguments) is not dict:
+            return None
+        if len(value) > 2 and ("function" in value or "tool_calls" in value):
             return None
         name = name.strip()
         if not name:
             return None
+        floats = floats or not _NOT_FLOATS.issuperset(map(type, arguments.values()))
         call = _new_record(ToolCall)
         _set_name(call, name)
         _set_arguments(call, arguments)
         calls.append(call)
-    return tuple(calls)
+    # orjson reads an integer beyond 64 bits as a float, and fails where `json` reads (NaN, a lone surrogate): only
+    # arguments that hold a float, or a list or object that may hold one, can differ from what `json` reads.
+    return None if floats and not orjson_reads_as_json(text) else tuple(calls)
 
 
 def _parse_hermes(text: str, tools: Any = None) -> Parsed:

@@ -209,7 +209,7 @@ def _fast_signature(tool: dict[str, Any]) -> Signature | None:
     if not isinstance(parameters, dict) or parameters.get("type") != "object":
         return None
     properties = parameters.get("properties", {})
-    if not isinstance(properties, dict) or any(_types_of(schema) is None for schema in properties.values()):
+    if not isinstance(properties, dict) or None in map(_types_of, properties.values()):
         return None
     return Signature(properties, frozenset(parameters.get("required", ())))
 

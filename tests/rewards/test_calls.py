@@ -330,6 +330,8 @@ def test_hermes_round_trips_any_json_arguments(name, arguments):
         ('I opened it in the prompt.</think>\n<tool_call>{"name": "get_time", "arguments": {"zone": "CET"}}</tool_call>', [TIME]),
         ('<tool_call>{"name": "say", "arguments": {"text": "<think> and </think> are tags"}}</tool_call>',
          [ToolCall("say", {"text": "<think> and </think> are tags"})]),
+        ('<tool_call>{"name": "get_time", "arguments": {"zone": "CET"}}</tool_call>\n</think>', [TIME]),
+        ('<think>\n<tool_call>{"name": "get_time", "arguments": {"zone": "CET"}}</tool_call>', []),  # all reasoning
     ],
 )  # fmt: skip
 def test_reasoning_is_dropped_but_tags_in_values_are_kept(text, calls):

@@ -84,3 +84,19 @@ def test_hermes_call_with_a_big_integer_keeps_it_exact() -> None:
     (call,) = parse_tool_calls(text).calls
     assert call.arguments["account"] == 123456789012345678901234567890
     assert type(call.arguments["account"]) is int
+
+
+@pytest.mark.parametrize("offset", range(9))
+def test_long_text_with_a_big_integer_at_any_offset_is_read_as_json_reads_it(offset: int) -> None:
+    # Long texts (a row's tools) are first sampled every ninth character: 19 digits, the shortest integer orjson
+    # reads as a float, cannot slip between.
+    text = json.dumps({"description": "x" * (600 + offset)})[:-1] + ', "id": -9999999999999999999}'
+    assert _same(loads(text), json.loads(text))
+    assert type(loads(text)["id"]) is int and loads(text)["id"] == -9999999999999999999
+
+
+def test_hermes_call_with_a_big_integer_inside_a_list_keeps_it_exact() -> None:
+    text = '<tool_call>\n{"name": "pay", "arguments": {"to": "x", "ids": [1, 123456789012345678901234567890]}}\n</tool_call>'
+    (call,) = parse_tool_calls(text).calls
+    assert call.arguments["ids"] == [1, 123456789012345678901234567890]
+    assert type(call.arguments["ids"][1]) is int
