@@ -1,13 +1,13 @@
 """The bundled task `make train` runs on SmolLM2: calls whose arguments need mapping, and requests no tool fits.
 
 The same five tools as `grpo_tools.data.synthetic`, in three splits with different jobs:
-- `warmup` (supervised warm start): literal requests ("Convert 50 EUR to JPY", "a 20 minute timer") for one,
-  several and parallel calls, and one row in eight that needs no call. It teaches the call format and that not
-  calling is a possible answer; it has no currency named in words and no timer given in hours.
-- `train` (GRPO): a quarter of the rows need no call (an unrelated request, or one for a tool that is not offered);
-  a third of the call rows name currencies in words ("50 euros in yen" -> `EUR`, `JPY`) and give timers in hours
-  ("an hour and a half" -> `minutes: 90`). The warm start never shows either: GRPO has to find them by sampling.
-- `eval` (held out): the same mix, with calls whose (tool, arguments) combination occurs in no other split
+- `warmup` (supervised warm start): literal requests ("Convert 50 EUR to JPY", "a 20 minute timer") for one tool
+  or one among several, and a quarter of the rows need no call. It teaches the call format and that not calling is a
+  possible answer; it has no currency named in words and no timer given in hours.
+- `train` (GRPO): a quarter of the rows need no call (an unrelated request, or one for a tool that is not
+  offered); a third of the call rows name currencies in words ("50 euros in yen" -> `EUR`, `JPY`) and give timers in
+  hours ("an hour and a half" -> `minutes: 90`). The warm start never shows either: GRPO has to find them by sampling.
+- `eval` (held out): a quarter need no call, with calls whose (tool, arguments) combination occurs in no other split
   (`synthetic.call_split`), mapped requests and unrelated requests phrased by templates no other split uses.
 Regenerate the bundled files with `python -m grpo_tools.data.mapping --out data`.
 """
@@ -27,7 +27,6 @@ from grpo_tools.data.synthetic import (
     TOOLS,
     UNRELATED_REQUESTS,
     call_split,
-    parallel_request,
     single_request,
     write_splits,
 )
@@ -37,13 +36,14 @@ __all__ = ["MAPPING_FILES", "MAPPING_ROWS", "generate_mapping_rows", "main", "wr
 
 SPLITS = ("warmup", "train", "eval")
 MAPPING_FILES = {split: f"mapping_{split}.jsonl" for split in SPLITS}
-MAPPING_ROWS = {"warmup": 48, "train": 400, "eval": 80}
+MAPPING_ROWS = {"warmup": 96, "train": 400, "eval": 80}
 MAPPING_SEED = 0
-# Category counts per 16 rows of each split.
+# Category counts per 16 rows of each split. No parallel calls: two calls take about 95 tokens, over the 64 that
+# keep a GRPO step on SmolLM2 under a minute on a 2-core CPU.
 PLAN = {
-    "warmup": {"simple": 6, "multiple": 6, "parallel": 2, "irrelevance": 2},
-    "train": {"simple": 5, "multiple": 5, "parallel": 2, "irrelevance": 4},
-    "eval": {"simple": 5, "multiple": 5, "parallel": 2, "irrelevance": 4},
+    "warmup": {"simple": 6, "multiple": 6, "irrelevance": 4},
+    "train": {"simple": 6, "multiple": 6, "irrelevance": 4},
+    "eval": {"simple": 6, "multiple": 6, "irrelevance": 4},
 }
 MAPPED_SHARE = 0.35  # share of the call rows of `train` and `eval` phrased with words to map
 # How people name each currency; the enum code is what the call must carry.
@@ -121,8 +121,6 @@ def _row(rng: random.Random, split: str, category: str) -> dict[str, Any]:
     elif mapped:
         text, arguments = (_currency_row if target == "convert_currency" else _timer_row)(rng, split)
         calls = [arguments]
-    elif category == "parallel":
-        text, calls = parallel_request(rng, target, combinations)
     else:
         text, calls = single_request(rng, target, combinations)
     return {
@@ -138,7 +136,7 @@ def generate_mapping_rows(split: str, num_rows: int, seed: int = MAPPING_SEED) -
 
     >>> rows = generate_mapping_rows("eval", 16)
     >>> sorted({row["category"] for row in rows})
-    ['irrelevance', 'multiple', 'parallel', 'simple']
+    ['irrelevance', 'multiple', 'simple']
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
