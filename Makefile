@@ -68,8 +68,8 @@ train-tiny: $(TINY)/config.json
 
 # BFCL's AST categories (non-live, live, irrelevance) from the installed bfcl-eval, before GRPO (the warm-started model
 # GRPO starts from) and after (its LoRA adapter), in one table laid out as the leaderboard's AST columns. BFCL_ROWS
-# rows per category (evenly spaced), greedy, 96 new tokens: 13 minutes for SmolLM2-135M on 2 CPU cores (measured)
-# (10 rows, beside other jobs for part of the run).
+# rows per category (evenly spaced), greedy, 96 new tokens: 13 minutes measured for SmolLM2-135M on 2 CPU cores
+# at 10 rows, beside other jobs for part of the run.
 # Everything lands in $(BFCL_OUT); another model: make eval-bfcl BFCL_BEFORE=MODEL_FOLDER BFCL_AFTER=ADAPTER_FOLDER.
 BFCL_BEFORE ?= outputs/smollm2-grpo/warmup
 BFCL_AFTER ?= outputs/smollm2-grpo

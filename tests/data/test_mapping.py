@@ -1,7 +1,7 @@
-"""The bundled mapping task (`grpo_tools.data.mapping`, what `make train` trains SmolLM2 on): the committed files are what
-the generator writes, and each split does the job data/README.md gives it: the warm start sees only literal requests
-(a quarter of which need no call), GRPO sees mapped requests and many that need no call, and the held-out split shares no call and no mapped or
-unrelated phrasing with the others."""
+"""The bundled mapping task (`grpo_tools.data.mapping`, what `make train` trains SmolLM2 on): the committed files are
+what the generator writes, and each split does the job data/README.md gives it: the warm start sees only literal
+requests, GRPO also sees mapped requests, a quarter of every split needs no call, and the held-out split shares no
+call and no mapped or unrelated phrasing with the others."""
 
 import json
 import re
