@@ -1,6 +1,6 @@
-"""Learning: held-out exact-call accuracy and mean reward against optimizer steps and training wall time for the tiny
-recipe, adaptive KL against fixed coefficients (0, the recipe's initial beta, 10x that), several seeds each; plotted
-to PNG.
+"""Learning: held-out exact-call accuracy and mean reward against optimizer steps and training wall time for a
+recipe (the tiny one by default; `make bench-learning` passes SmolLM2's), adaptive KL against fixed coefficients (0,
+the recipe's initial beta, 10x that), several seeds each; plotted to PNG.
 
 Every run is the recipe (`recipes/tiny/grpo/cpu.yaml` by default, read by trl's `TrlParser` as `grpo-tools train`
 reads it) with command-line overrides: `--adaptive_kl false --beta B` for the fixed arms, `--seed S`, `--max_steps N`.
@@ -314,13 +314,16 @@ def run(
 
 
 def summary_table(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per arm, over seeds: final held-out accuracy and mean reward (mean, min, max), training seconds, final KL."""
+    """Per arm, over seeds: final held-out accuracy and mean reward (mean, min, max), the accuracy gain over the warm
+    start (step 0) of each seed (mean, min, max: the min says whether the gain holds on every seed), training
+    seconds, final KL."""
     rows = []
     for arm in result["arms"]:
         runs = [run for run in result["runs"] if run["arm"] == arm]
         if not runs:
             continue
         finals = [run["held_out"][-1] for run in runs]
+        gains = [run["held_out"][-1]["accuracy"] - run["held_out"][0]["accuracy"] for run in runs]
         kls = [
             run["per_step"]["kl"][-1]
             for run in runs
@@ -331,6 +334,7 @@ def summary_table(result: dict[str, Any]) -> list[dict[str, Any]]:
             "seeds": len(runs),
             "accuracy": [statistics.mean(p["accuracy"] for p in finals), min(p["accuracy"] for p in finals),
                          max(p["accuracy"] for p in finals)],
+            "gain": [statistics.mean(gains), min(gains), max(gains)],
             "mean_reward": [statistics.mean(p["mean_reward"] for p in finals), min(p["mean_reward"] for p in finals),
                             max(p["mean_reward"] for p in finals)],
             "train_seconds": statistics.mean(run["train_seconds"] for run in runs),
@@ -348,6 +352,12 @@ def _band(ax: Any, xs: list[list[float]], ys: list[list[float]], label: str, col
     ax.plot(x, [statistics.mean(c) for c in columns], label=label, color=color, marker="o", markersize=3)
     if len(ys) > 1:
         ax.fill_between(x, [min(c) for c in columns], [max(c) for c in columns], color=color, alpha=0.2)
+
+
+def recipe_label(recipe: str | os.PathLike[str]) -> str:
+    """`recipes/<model>/grpo/<name>.yaml` as `<model> recipe`, for titles."""
+    path = Path(recipe)
+    return f"{path.parent.parent.name} recipe" if path.parent.name == "grpo" else path.name
 
 
 def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
@@ -391,7 +401,8 @@ def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
         ax.legend(fontsize=8)
     seeds = len(result["seeds"])
     figure.suptitle(
-        f"tiny recipe: adaptive KL against fixed coefficients, {seeds} seed{'s' * (seeds > 1)} each "
+        f"{recipe_label(result['recipe'])}: adaptive KL against fixed coefficients, "
+        f"{seeds} seed{'s' * (seeds > 1)} each "
         f"(line: mean, band: min-max), {result['eval_rows']} held-out rows, {result['cores_on_machine']} CPU cores"
     )
     figure.tight_layout()
@@ -427,13 +438,15 @@ def main() -> None:
     took = "reused" if warm["seconds"] is None else f"{warm['seconds']:.0f} s"
     print(f"\nwarm start: {took}, held-out accuracy {warm['accuracy']:.3f}, mean reward {warm['mean_reward']:.3f}\n")
     print(
-        f"{'arm':<11} {'seeds':>5} {'accuracy (min-max)':>22} {'mean reward (min-max)':>24} {'train s':>8} {'KL':>8}"
+        f"{'arm':<11} {'seeds':>5} {'accuracy (min-max)':>22} {'gain (min to max)':>27} {'mean reward (min-max)':>24}"
+        f" {'train s':>8} {'KL':>8}"
     )
     for row in result["summary"]:
-        accuracy, reward = row["accuracy"], row["mean_reward"]
+        accuracy, gain, reward = row["accuracy"], row["gain"], row["mean_reward"]
         kl = f"{row['final_kl']:.4f}" if row["final_kl"] is not None else "-"
         print(
             f"{row['arm']:<11} {row['seeds']:>5} {accuracy[0]:>8.3f} ({accuracy[1]:.3f}-{accuracy[2]:.3f})"
+            f" {gain[0]:>+8.3f} ({gain[1]:+.3f} to {gain[2]:+.3f})"
             f" {reward[0]:>10.3f} ({reward[1]:.3f}-{reward[2]:.3f}) {row['train_seconds']:>8.0f} {kl:>8}"
         )
     output = write_result(args.output, result)

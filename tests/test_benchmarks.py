@@ -131,7 +131,7 @@ def fake_learning_result():
             }
             runs.append({"arm": arm, "seed": seed, "train_seconds": 20.0, "held_out": held_out, "per_step": per_step})
     return {"arms": ["adaptive", "fixed-0"], "seeds": [0, 1], "runs": runs, "initial_beta": 0.02, "eval_rows": 200,
-            "cores_on_machine": 2}  # fmt: skip
+            "cores_on_machine": 2, "recipe": "recipes/SmolLM2-135M-Instruct/grpo/cpu.yaml"}  # fmt: skip
 
 
 def test_learning_summary_and_plot(tmp_path):
@@ -143,6 +143,8 @@ def test_learning_summary_and_plot(tmp_path):
     result = fake_learning_result()
     summary = {row["arm"]: row for row in learning.summary_table(result)}
     assert summary["adaptive"]["accuracy"] == pytest.approx([0.305, 0.3, 0.31])  # mean, min, max of the seeds
+    assert summary["fixed-0"]["gain"] == pytest.approx([0.05, 0.05, 0.05])  # each seed's final minus its step 0
+    assert learning.recipe_label(result["recipe"]) == "SmolLM2-135M-Instruct recipe"
     assert summary["fixed-0"]["final_kl"] is None and math.isclose(summary["adaptive"]["final_kl"], 0.01)
     path = learning.plot(result, tmp_path / "learning.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
