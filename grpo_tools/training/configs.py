@@ -78,6 +78,14 @@ class ToolGRPOConfig(GRPOConfig):
             "help": "`proportional` only: completions over which a persistent error changes the coefficient ~e-fold."
         },
     )
+    skip_zero_std_groups: bool = field(
+        default=False,
+        metadata={
+            "help": "Run the policy's forward and backward passes only on completions whose group's rewards differ "
+            "(the others have advantage 0 and add only their KL term); logged as `frac_completions_trained`. Needs "
+            "`steps_per_generation` 1."
+        },
+    )
     reward_funcs: list[str] = field(
         default_factory=lambda: ["tool_format", "tool_exact", "tool_partial"],
         metadata={
@@ -130,6 +138,12 @@ class ToolGRPOConfig(GRPOConfig):
             )
         if not self.tool_timeout > 0:
             raise ConfigError(f"tool_timeout must be > 0 seconds, got {self.tool_timeout}")
+        if self.skip_zero_std_groups and self.steps_per_generation != 1:
+            # trl splits a generation batch into equal parts, one per step; a filtered batch has no fixed size.
+            raise ConfigError(
+                f"skip_zero_std_groups needs steps_per_generation 1, got {self.steps_per_generation} (it defaults to "
+                "gradient_accumulation_steps)"
+            )
         if self.kl_controller not in KL_CONTROLLERS:
             raise ConfigError(f"kl_controller must be one of {', '.join(KL_CONTROLLERS)}, got {self.kl_controller!r}")
         if self.beta < 0:

@@ -12,7 +12,11 @@ disabled as the reference, accelerate / DeepSpeed / FSDP). What this adds:
 - with `environment_factory` (multi-turn tool use), per-step tool metrics read from each rollout's environment:
   `tools/calls_per_rollout`, `tools/turns` (assistant turns per rollout), `tools/failure_rate` (failed calls per
   call) and its parts by kind, `tools/failures/<kind>` for each of `environments.FAILURE_KINDS`;
-- `add_reward_func`, for rewards weighted outside `reward_funcs` (the multi-turn outcome and extra-call cost).
+- `add_reward_func`, for rewards weighted outside `reward_funcs` (the multi-turn outcome and extra-call cost);
+- with `skip_zero_std_groups`, the policy's forward and backward passes run only on the completions of groups whose
+  rewards differ: a group whose completions all score alike has advantage 0 everywhere, so it adds nothing to the
+  policy gradient but its KL term, and on a small model most of a step's cost (the filter of DAPO's dynamic sampling,
+  Yu et al., 2025, without its resampling).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from trl import GRPOTrainer
 
+from grpo_tools.training.configs import ConfigError
 from grpo_tools.training.kl import AdaptiveKLController
 
 
@@ -33,6 +38,11 @@ __all__ = ["KL_STATE_FILE", "ToolGRPOTrainer", "TrainingDivergedError"]
 
 logger = logging.getLogger(__name__)
 KL_STATE_FILE = "kl_controller.json"
+# Inputs of vision-language models, which are not one row per completion and so cannot be filtered by row.
+_IMAGE_INPUTS = (
+    "pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes", "image_position_ids",
+    "num_images", "num_tiles",
+)  # fmt: skip
 
 
 class TrainingDivergedError(RuntimeError):
@@ -64,6 +74,8 @@ class ToolGRPOTrainer(GRPOTrainer):
         self._step_kl = torch.zeros(3, dtype=torch.float64)
         # (step KL fed to the controller, coefficient it returned), one pair per optimizer step of this process.
         self.kl_history: list[tuple[float, float]] = []
+        # Weighted rewards of the last training batch, all processes, for `skip_zero_std_groups`.
+        self._last_weighted_rewards: torch.Tensor | None = None
 
     def _compute_loss(self, model: torch.nn.Module, inputs: dict[str, Any]) -> torch.Tensor:
         loss = super()._compute_loss(model, inputs)
@@ -144,7 +156,69 @@ class ToolGRPOTrainer(GRPOTrainer):
                 f"non-finite rewards at step {self.state.global_step} (reward functions {names}); stopping before "
                 "anything more is saved (the last checkpoint is intact)"
             )
+        weights = self.reward_weights.to(rewards.device).unsqueeze(0)  # (1, num_funcs)
+        self._last_weighted_rewards = torch.nan_to_num(rewards, nan=0.0) * weights  # (B, num_funcs)
         return rewards
+
+    def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
+        if not (self.model.training and getattr(self.args, "skip_zero_std_groups", False)):
+            return super()._generate_and_score_completions(inputs)
+        # trl skips its reference pass when beta is 0: run it below, on the rows kept, instead of on every row.
+        beta, self.beta = self.beta, 0.0
+        try:
+            output = super()._generate_and_score_completions(inputs)
+        finally:
+            self.beta = beta
+        images = sorted(key for key in _IMAGE_INPUTS if key in output)
+        if images:
+            raise ConfigError(f"skip_zero_std_groups supports text-only models; this batch has {images}")
+        keep = self._informative_rows(output["completion_mask"].size(0))  # (B,)
+        self._metrics["train"]["frac_completions_trained"].append(self.accelerator.gather(keep.float()).mean().item())
+        if keep.any():
+            output = {
+                key: value[keep] if isinstance(value, torch.Tensor) and value.ndim > 0 else value
+                for key, value in output.items()
+            }
+            loss_mask = output["completion_mask"] * output.get("tool_mask", 1)  # (B', T)
+            output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        # else no group on this process has a signal: train on all its rows (the loss is then the KL term alone)
+        # rather than on an empty batch.
+        if beta != 0.0:
+            output["ref_per_token_logps"] = self._reference_logps(output)  # (B', T)
+        return output
+
+    def _reference_logps(self, output: dict[str, Any]) -> torch.Tensor:
+        """Per-token log-probabilities of the completions under the reference model, as trl computes them in
+        `_generate_and_score_completions` (a separate reference model, or the adapter disabled)."""
+        from trl.models.utils import disable_gradient_checkpointing
+        from trl.trainer.utils import use_adapter
+
+        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)  # (B, P + T)
+        attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)  # (B, P + T)
+        arguments = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "logits_to_keep": output["completion_ids"].size(1),
+            "batch_size": self.args.per_device_train_batch_size,
+            **{key: output[key] for key in ("token_type_ids", "mm_token_type_ids") if key in output},
+        }
+        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            if self.ref_model is not None:
+                logps, _, _ = self._get_per_token_logps_and_entropies(self.ref_model, **arguments)  # (B, T)
+            else:
+                model = self.accelerator.unwrap_model(self.model)
+                with use_adapter(model, adapter_name="ref" if "ref" in model.peft_config else None):
+                    logps, _, _ = self._get_per_token_logps_and_entropies(self.model, **arguments)  # (B, T)
+        return logps
+
+    def _informative_rows(self, local_rows: int) -> torch.Tensor:
+        """This process's rows whose group's weighted rewards are not all equal, as a boolean mask."""
+        rewards = self._last_weighted_rewards  # (B x processes, num_funcs), grouped by prompt
+        grouped = rewards.view(-1, self.num_generations, rewards.size(1))  # (groups, G, num_funcs)
+        spread = (grouped.amax(dim=1) - grouped.amin(dim=1)).amax(dim=1)  # (groups,)
+        informative = (spread > 1e-6).repeat_interleave(self.num_generations)  # (B x processes,)
+        start = self.accelerator.process_index * local_rows
+        return informative[start : start + local_rows].to(self.accelerator.device)  # (B,)
 
     def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
         # Written first, so that any checkpoint complete enough to resume from holds the coefficient.

@@ -1,7 +1,8 @@
 """Tests for `grpo_tools.training.trainer.ToolGRPOTrainer` on the tiny offline model: the reference is the base model with the
 adapter disabled (no second copy), the adaptive coefficient holds the KL near its target where a fixed one does not,
-rollouts come from the adapter as updated, non-finite rewards stop the run with the last checkpoint intact, and the
-configuration errors that would make adaptive KL meaningless."""
+rollouts come from the adapter as updated, non-finite rewards stop the run with the last checkpoint intact,
+`skip_zero_std_groups` trains on exactly the groups whose rewards differ, and the configuration errors that would make
+adaptive KL meaningless."""
 
 import math
 import os
@@ -155,9 +156,70 @@ def test_tool_rewards_train_without_error(tiny_model_dir, small_data, tmp_path):
     assert logged["kl_coef"] == 0.04
 
 
+def test_skipping_zero_std_groups_trains_on_exactly_the_groups_whose_rewards_differ(
+    tiny_model_dir, small_data, tmp_path
+):
+    from trl.trainer.utils import use_adapter
+
+    group_rewards = []
+
+    def flat_on_half_the_prompts(completions, prompts, **kwargs):
+        # Prompts of even length score 1 whatever is written (a group with no signal); the others count letters.
+        rewards = [
+            1.0 if len(str(prompt)) % 2 == 0 else float(text.count("e"))
+            for text, prompt in zip(completions, prompts, strict=True)
+        ]
+        group_rewards.append([rewards[i : i + 4] for i in range(0, len(rewards), 4)])
+        return rewards
+
+    trainer = make_trainer(
+        tiny_model_dir, small_data["train"], tmp_path, reward_funcs=[flat_on_half_the_prompts], max_steps=6, learning_rate=5e-2,
+        skip_zero_std_groups=True,
+    )  # fmt: skip
+    trained = []
+    compute_loss = trainer._compute_loss
+
+    def recording_compute_loss(model, inputs):
+        trained.append(
+            (inputs["advantages"].clone(), inputs["completion_mask"].sum().item(), inputs["num_items_in_batch"].item())
+        )
+        # The reference log-probs of the rows kept are those of the base model (the adapter disabled).
+        ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)  # (B, P + T)
+        with torch.no_grad(), use_adapter(trainer.model, adapter_name=None):
+            logits = trainer.model(
+                ids, attention_mask=torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
+            ).logits
+        completion_logits = logits[:, inputs["prompt_ids"].size(1) - 1 : -1]  # (B, T, V)
+        expected = (
+            torch.log_softmax(completion_logits, -1).gather(-1, inputs["completion_ids"].unsqueeze(-1)).squeeze(-1)
+        )
+        mask = inputs["completion_mask"].bool()
+        torch.testing.assert_close(inputs["ref_per_token_logps"][mask], expected[mask], atol=1e-4, rtol=1e-4)
+        return compute_loss(model, inputs)
+
+    trainer._compute_loss = recording_compute_loss
+    trainer.train()
+
+    assert len(trained) == len(group_rewards) == 6
+    informative_counts = []
+    for (advantages, tokens, num_items), groups in zip(trained, group_rewards, strict=True):
+        informative = sum(4 for group in groups if len(set(group)) > 1)
+        informative_counts.append(informative)
+        assert advantages.numel() == (informative or 8)  # a step with no signal at all trains on every row
+        if informative:
+            assert (advantages != 0).any()
+        assert num_items == tokens  # the loss is normalized by the tokens it trains on
+    assert any(0 < count < 8 for count in informative_counts)  # some steps dropped one group and kept the other
+    logged = [
+        entry["frac_completions_trained"] for entry in trainer.state.log_history if "frac_completions_trained" in entry
+    ]
+    assert logged == pytest.approx([count / 8 for count in informative_counts])
+
+
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
+        ({"skip_zero_std_groups": True, "gradient_accumulation_steps": 2}, "skip_zero_std_groups needs steps_per"),
         ({"beta": 0.0}, "adaptive_kl needs a starting beta > 0"),
         ({"kl_target": 0.0}, "kl_target must be > 0"),
         ({"kl_min": 0.1}, "need 0 < kl_min <= beta <= kl_max"),
