@@ -81,8 +81,8 @@ class ToolGRPOConfig(GRPOConfig):
     skip_zero_std_groups: bool = field(
         default=False,
         metadata={
-            "help": "Run the policy's forward and backward passes only on completions whose group's rewards differ "
-            "(the others have advantage 0 and add only their KL term); logged as `frac_completions_trained`. Needs "
+            "help": "Run the reference pass and the policy's forward and backward passes only on completions whose "
+            "group's rewards differ (the others have advantage 0 and add only their KL term); logged as `frac_completions_trained`. Needs "
             "`steps_per_generation` 1."
         },
     )

@@ -13,10 +13,10 @@ disabled as the reference, accelerate / DeepSpeed / FSDP). What this adds:
   `tools/calls_per_rollout`, `tools/turns` (assistant turns per rollout), `tools/failure_rate` (failed calls per
   call) and its parts by kind, `tools/failures/<kind>` for each of `environments.FAILURE_KINDS`;
 - `add_reward_func`, for rewards weighted outside `reward_funcs` (the multi-turn outcome and extra-call cost);
-- with `skip_zero_std_groups`, the policy's forward and backward passes run only on the completions of groups whose
-  rewards differ: a group whose completions all score alike has advantage 0 everywhere, so it adds nothing to the
-  policy gradient but its KL term, and on a small model most of a step's cost (the filter of DAPO's dynamic sampling,
-  Yu et al., 2025, without its resampling).
+- with `skip_zero_std_groups`, the reference pass and the policy's forward and backward passes run only on the
+  completions of groups whose rewards differ: a group whose completions all score alike has advantage 0 everywhere,
+  so it adds nothing to the policy gradient but its KL term, and on a small model those passes are most of a step's
+  cost (the filter of DAPO's dynamic sampling, Yu et al., 2025, without its resampling).
 """
 
 from __future__ import annotations
