@@ -82,8 +82,8 @@ class ToolGRPOConfig(GRPOConfig):
         default=False,
         metadata={
             "help": "Run the reference pass and the policy's forward and backward passes only on completions whose "
-            "group's rewards differ (the others have advantage 0 and add only their KL term); logged as `frac_completions_trained`. Needs "
-            "`steps_per_generation` 1."
+            "group's rewards differ (the others have advantage 0 and add only their KL term; the measured KL is then "
+            "theirs); logged as `frac_completions_trained`. Needs `steps_per_generation` 1."
         },
     )
     reward_funcs: list[str] = field(
