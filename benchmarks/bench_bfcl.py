@@ -85,7 +85,7 @@ def main() -> None:
         for name, run in (("bfcl", run_bfcl), ("tool_bfcl", run_ours)):
             if name == "tool_bfcl":
                 # Each repeat prepares every row again from new string objects, as a fresh process reads them.
-                gold._GOLD_CACHE.clear()
+                gold.GOLD_CACHE.clear()
                 for key in ("tools", "answers", "possible_answers"):
                     columns[key] = [_copy(text) for text in columns[key]]
             start = time.perf_counter()

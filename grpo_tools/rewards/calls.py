@@ -21,24 +21,24 @@ from collections.abc import Callable
 from typing import Any
 
 from grpo_tools.rewards.formats import (
-    _OPEN,
-    _parse_hermes,
-    _parse_json,
-    _parse_llama,
-    _parse_mistral,
-    _parse_pythonic,
-    _parse_qwen3_coder,
-    _well_formed_hermes_calls,
+    OPEN,
+    parse_hermes,
+    parse_json,
+    parse_llama,
+    parse_mistral,
+    parse_pythonic,
+    parse_qwen3_coder,
+    well_formed_hermes_calls,
 )
 from grpo_tools.rewards.toolcall import (
     Parsed,
     ParseResult,
     ToolCall,
-    _calls_from_value,
-    _new_record,
-    _skip_whitespace,
-    _strip_code_fence,
+    calls_from_value,
     load_json_or_literal,
+    new_record,
+    skip_whitespace,
+    strip_code_fence,
 )
 
 
@@ -55,14 +55,14 @@ _set_calls, _set_errors, _set_format = (
 def _parse_openai(message: Any, tools: Any = None) -> Parsed:
     """An OpenAI / transformers assistant message dict with `tool_calls`; its text content is parsed when it has none."""
     if isinstance(message, str):
-        return _parse_json(message)
+        return parse_json(message)
     if not isinstance(message, dict):
         return [], [f"expected a message dict, got {type(message).__name__}"]
     tool_calls = message.get("tool_calls")
     if tool_calls:
         calls: list[ToolCall] = []
         errors: list[str] = []
-        _calls_from_value(tool_calls if isinstance(tool_calls, list) else [tool_calls], calls, errors)
+        calls_from_value(tool_calls if isinstance(tool_calls, list) else [tool_calls], calls, errors)
         return calls, errors
     result = _parse_text_auto(_message_text(message), tools)
     return list(result.calls), list(result.errors)
@@ -77,12 +77,12 @@ def _message_text(message: dict) -> str:
 
 
 PARSERS: dict[str, Callable[[Any, Any], Parsed]] = {
-    "hermes": _parse_hermes,
-    "llama": _parse_llama,
-    "mistral": _parse_mistral,
-    "pythonic": _parse_pythonic,
-    "qwen3_coder": _parse_qwen3_coder,
-    "json": _parse_json,
+    "hermes": parse_hermes,
+    "llama": parse_llama,
+    "mistral": parse_mistral,
+    "pythonic": parse_pythonic,
+    "qwen3_coder": parse_qwen3_coder,
+    "json": parse_json,
     "openai": _parse_openai,
 }
 FORMATS: tuple[str, ...] = ("auto", *PARSERS)
@@ -95,12 +95,12 @@ def _strip_reasoning(text: str) -> str:
     `</think>` comes before any call), so that the same tags inside a call's string value are left alone."""
     if "think>" not in text:
         return text
-    if text.startswith("<think>", _skip_whitespace(text, 0)):
+    if text.startswith("<think>", skip_whitespace(text, 0)):
         end = text.find("</think>")
         return "" if end < 0 else text[end + len("</think>") :]  # unclosed: all of it was reasoning
     end = text.find("</think>")
     if end >= 0:
-        first_call = text.find(_OPEN)
+        first_call = text.find(OPEN)
         if first_call < 0 or end < first_call:
             return text[end + len("</think>") :]
     return text
@@ -108,17 +108,17 @@ def _strip_reasoning(text: str) -> str:
 
 def _detect(text: str) -> str | None:
     """Pick the format a text is written in from its markers; None when it makes no call attempt."""
-    start = text.find(_OPEN)
+    start = text.find(OPEN)
     if start >= 0:
         # Qwen3-Coder wraps its XML calls in <tool_call>; their values need the tool schema, as bare ones do.
-        return "qwen3_coder" if text.startswith("<function=", _skip_whitespace(text, start + len(_OPEN))) else "hermes"
+        return "qwen3_coder" if text.startswith("<function=", skip_whitespace(text, start + len(OPEN))) else "hermes"
     if "<function=" in text:
         return "qwen3_coder"
     if "[TOOL_CALLS]" in text:
         return "mistral"
     if "<|python_tag|>" in text or "<|python_start|>" in text:
         return "llama"
-    body = _strip_code_fence(text)
+    body = strip_code_fence(text)
     if body.startswith("{"):
         return "json"
     if body.startswith("["):
@@ -129,9 +129,9 @@ def _detect(text: str) -> str | None:
 
 
 def _parse_text_auto(text: str, tools: Any) -> ParseResult:
-    well_formed = _well_formed_hermes_calls(text, unstripped=True)  # the hot path: read without detection
+    well_formed = well_formed_hermes_calls(text, unstripped=True)  # the hot path: read without detection
     if well_formed:
-        result = _new_record(ParseResult)  # ParseResult(well_formed, (), "hermes"), faster
+        result = new_record(ParseResult)  # ParseResult(well_formed, (), "hermes"), faster
         _set_calls(result, well_formed)
         _set_errors(result, ())
         _set_format(result, "hermes")

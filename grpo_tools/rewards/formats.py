@@ -9,39 +9,39 @@ from typing import Any
 
 from grpo_tools.rewards.fastjson import orjson_reads_as_json
 from grpo_tools.rewards.toolcall import (
-    _DECODER,
-    _MAX_CLOSE_CANDIDATES,
+    DECODER,
+    MAX_CLOSE_CANDIDATES,
+    NotALiteral,
     Parsed,
     ToolCall,
-    _arguments,
-    _calls_from_value,
-    _literal,
-    _new_record,
-    _NotALiteral,
-    _orjson_loads,
-    _parse_python,
-    _skip_whitespace,
-    _strip_code_fence,
+    call_arguments,
+    calls_from_value,
+    literal,
     load_json_or_literal,
+    new_record,
+    orjson_loads,
+    parse_python,
+    skip_whitespace,
+    strip_code_fence,
 )
 
 
 __all__: list[str] = []  # read through `grpo_tools.rewards.calls.PARSERS`
 
 _set_name, _set_arguments = ToolCall.name.__set__, ToolCall.arguments.__set__
-_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
+OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 
 
 _NOT_FLOATS = frozenset({str, int, bool, type(None)})  # argument values orjson reads exactly as `json` does
 _MISTRAL_NAME = re.compile(r"\s*([\w.\-]+)\s*(?:\[CALL_ID\][^\[]*)?\[ARGS\]")
 
 
-def _well_formed_hermes_calls(text: str, unstripped: bool = False) -> tuple[ToolCall, ...] | None:
+def well_formed_hermes_calls(text: str, unstripped: bool = False) -> tuple[ToolCall, ...] | None:
     """The common case, read by orjson alone (see `grpo_tools.rewards.fastjson`): every block closed and holding exactly one
     `{"name", "arguments": {...}}` object. None for anything else, which the full reader below takes (a `</tool_call>`
     inside a string value cuts its block short, so it lands there too; so does a text orjson would read otherwise
     than `json`; so, when `unstripped`, does reasoning, which `_strip_reasoning` finds only before the first block)."""
-    blocks = text.split(_OPEN)
+    blocks = text.split(OPEN)
     if len(blocks) == 1 or (unstripped and "think>" in blocks[0]):
         return None
     calls, floats = [], False  # floats: whether some arguments hold a float, or a list or object that may hold one
@@ -50,7 +50,7 @@ def _well_formed_hermes_calls(text: str, unstripped: bool = False) -> tuple[Tool
         if not closed:
             return None
         try:
-            value = _orjson_loads(body)
+            value = orjson_loads(body)
             # orjson gives only dicts, lists and scalars: subscripting any but a dict raises TypeError.
             name, arguments = value["name"], value["arguments"]
         except (ValueError, KeyError, TypeError):  # orjson.JSONDecodeError, also for nesting past its depth limit
@@ -63,7 +63,7 @@ def _well_formed_hermes_calls(text: str, unstripped: bool = False) -> tuple[Tool
         if not name:
             return None
         floats = floats or not _NOT_FLOATS.issuperset(map(type, arguments.values()))
-        call = _new_record(ToolCall)
+        call = new_record(ToolCall)
         _set_name(call, name)
         _set_arguments(call, arguments)
         calls.append(call)
@@ -72,31 +72,31 @@ def _well_formed_hermes_calls(text: str, unstripped: bool = False) -> tuple[Tool
     return None if floats and not orjson_reads_as_json(text) else tuple(calls)
 
 
-def _parse_hermes(text: str, tools: Any = None) -> Parsed:
+def parse_hermes(text: str, tools: Any = None) -> Parsed:
     """`<tool_call>{...}</tool_call>` blocks, with anything around them; Qwen3-Coder XML inside a block is read too."""
-    well_formed = _well_formed_hermes_calls(text)
+    well_formed = well_formed_hermes_calls(text)
     if well_formed is not None:
         return list(well_formed), []
     calls: list[ToolCall] = []
     errors: list[str] = []
     position = 0
-    while (start := text.find(_OPEN, position)) >= 0:
-        body = _skip_whitespace(text, start + len(_OPEN))
+    while (start := text.find(OPEN, position)) >= 0:
+        body = skip_whitespace(text, start + len(OPEN))
         if text.startswith("<function=", body):
             close = text.find(_CLOSE, body)
             end = len(text) if close < 0 else close
-            more_calls, more_errors = _parse_qwen3_coder(text[body:end], tools)
+            more_calls, more_errors = parse_qwen3_coder(text[body:end], tools)
             calls += more_calls
             errors += more_errors
             position = end + len(_CLOSE)
             continue
         try:
             # raw_decode reads exactly one JSON value, so "</tool_call>" inside a string value does not end the block.
-            value, after = _DECODER.raw_decode(text, body)
+            value, after = DECODER.raw_decode(text, body)
         except (ValueError, RecursionError):
             position = _parse_literal_block(text, body, calls, errors)
             continue
-        close = _skip_whitespace(text, after)
+        close = skip_whitespace(text, after)
         if text.startswith(_CLOSE, close):
             position = close + len(_CLOSE)
         elif close == len(text):  # the closing tag is missing but the call is complete: accept it
@@ -106,7 +106,7 @@ def _parse_hermes(text: str, tools: Any = None) -> Parsed:
             next_close = text.find(_CLOSE, close)
             position = len(text) if next_close < 0 else next_close + len(_CLOSE)
             continue
-        _calls_from_value(value, calls, errors)
+        calls_from_value(value, calls, errors)
     return calls, errors
 
 
@@ -118,16 +118,16 @@ def _parse_literal_block(text: str, body: int, calls: list[ToolCall], errors: li
         return len(text) if close < 0 else close + len(_CLOSE)
     # A single-quoted string value may itself hold "</tool_call>": try the next few closing tags in turn.
     close = text.find(_CLOSE, body)
-    for _ in range(_MAX_CLOSE_CANDIDATES):
+    for _ in range(MAX_CLOSE_CANDIDATES):
         end = len(text) if close < 0 else close
         try:
-            value = _literal(_parse_python(text[body:end]))
-        except _NotALiteral:
+            value = literal(parse_python(text[body:end]))
+        except NotALiteral:
             if close < 0:
                 break
             close = text.find(_CLOSE, close + len(_CLOSE))
             continue
-        _calls_from_value(value, calls, errors)
+        calls_from_value(value, calls, errors)
         return len(text) if close < 0 else close + len(_CLOSE)
     errors.append("<tool_call> block is not valid JSON (truncated or malformed)")
     close = text.find(_CLOSE, body)
@@ -138,42 +138,42 @@ def _parse_json_sequence(text: str) -> Parsed:
     """One or more JSON values (call objects or lists of them) separated by whitespace or `;` (Llama 3.x)."""
     calls: list[ToolCall] = []
     errors: list[str] = []
-    position = _skip_whitespace(text, 0)
+    position = skip_whitespace(text, 0)
     while position < len(text):
         try:
-            value, position = _DECODER.raw_decode(text, position)
+            value, position = DECODER.raw_decode(text, position)
         except (ValueError, RecursionError):
             try:  # Python-literal syntax (single quotes) for the rest of the text
-                _calls_from_value(_literal(_parse_python(text[position:].rstrip().rstrip(";"))), calls, errors)
-            except _NotALiteral:
+                calls_from_value(literal(parse_python(text[position:].rstrip().rstrip(";"))), calls, errors)
+            except NotALiteral:
                 errors.append(f"invalid JSON at character {position}")
             break
-        _calls_from_value(value, calls, errors)
-        position = _skip_whitespace(text, position)
+        calls_from_value(value, calls, errors)
+        position = skip_whitespace(text, position)
         if text.startswith(";", position):
-            position = _skip_whitespace(text, position + 1)
+            position = skip_whitespace(text, position + 1)
     return calls, errors
 
 
-def _parse_json(text: str, tools: Any = None) -> Parsed:
+def parse_json(text: str, tools: Any = None) -> Parsed:
     """A bare JSON object or list of calls, possibly inside a Markdown code fence."""
-    return _parse_json_sequence(_strip_code_fence(text))
+    return _parse_json_sequence(strip_code_fence(text))
 
 
-def _parse_llama(text: str, tools: Any = None) -> Parsed:
+def parse_llama(text: str, tools: Any = None) -> Parsed:
     """Llama 3.x: JSON calls after an optional `<|python_tag|>`, joined by `;`; pythonic calls are read too."""
     for tag in ("<|python_tag|>", "<|python_start|>"):
         if tag in text:
             text = text.split(tag, 1)[1]
     for tag in ("<|python_end|>", "<|eom_id|>", "<|eot_id|>"):
         text = text.split(tag, 1)[0]
-    text = _strip_code_fence(text)
+    text = strip_code_fence(text)
     if text.startswith("{") or (text.startswith("[") and text[1:].lstrip().startswith(("{", "]"))):
         return _parse_json_sequence(text)
-    return _parse_pythonic(text)
+    return parse_pythonic(text)
 
 
-def _parse_mistral(text: str, tools: Any = None) -> Parsed:
+def parse_mistral(text: str, tools: Any = None) -> Parsed:
     """`[TOOL_CALLS][{...}]` (v3 tokenizers) and `[TOOL_CALLS]name[ARGS]{...}` (v11+), one or several."""
     calls: list[ToolCall] = []
     errors: list[str] = []
@@ -181,19 +181,19 @@ def _parse_mistral(text: str, tools: Any = None) -> Parsed:
         segment = segment.lstrip()
         if segment.startswith(("[", "{")):
             try:
-                value, _ = _DECODER.raw_decode(segment)
+                value, _ = DECODER.raw_decode(segment)
             except (ValueError, RecursionError):
                 errors.append("[TOOL_CALLS] is not followed by valid JSON")
                 continue
-            _calls_from_value(value, calls, errors)
+            calls_from_value(value, calls, errors)
             continue
         match = _MISTRAL_NAME.match(segment)
         if match is None:
             errors.append("[TOOL_CALLS] is followed by neither JSON nor name[ARGS]")
             continue
         try:
-            arguments, _ = _DECODER.raw_decode(segment, _skip_whitespace(segment, match.end()))
-            calls.append(ToolCall(match.group(1), _arguments(arguments)))
+            arguments, _ = DECODER.raw_decode(segment, skip_whitespace(segment, match.end()))
+            calls.append(ToolCall(match.group(1), call_arguments(arguments)))
         except (ValueError, RecursionError):
             errors.append(f"[ARGS] of {match.group(1)!r} is not valid JSON")
     return calls, errors
@@ -209,16 +209,16 @@ def _dotted_name(node: ast.expr) -> str | None:
     return None
 
 
-def _parse_pythonic(text: str, tools: Any = None) -> Parsed:
+def parse_pythonic(text: str, tools: Any = None) -> Parsed:
     """`[f(a=1), g(b="x")]` or a single `f(a=1)`: keyword arguments with literal values only."""
-    text = _strip_code_fence(text)
+    text = strip_code_fence(text)
     for tag in ("<|python_start|>", "<|python_end|>"):
         text = text.replace(tag, "")
     if not text.strip():
         return [], []
     try:
-        node = _parse_python(text)
-    except _NotALiteral as error:
+        node = parse_python(text)
+    except NotALiteral as error:
         return [], [f"not a list of Python calls ({error})"]
     nodes = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
     calls: list[ToolCall] = []
@@ -232,8 +232,8 @@ def _parse_pythonic(text: str, tools: Any = None) -> Parsed:
             errors.append(f"{name}: only keyword arguments can be matched to parameters")
             continue
         try:
-            calls.append(ToolCall(name, {keyword.arg: _literal(keyword.value) for keyword in call.keywords}))
-        except _NotALiteral as error:
+            calls.append(ToolCall(name, {keyword.arg: literal(keyword.value) for keyword in call.keywords}))
+        except NotALiteral as error:
             errors.append(f"{name}: {error}")
     return calls, errors
 
@@ -269,12 +269,12 @@ def _cast(value: str, types: frozenset[str]) -> Any:
     if types & {"object", "array"}:
         try:
             return load_json_or_literal(stripped)
-        except _NotALiteral:
+        except NotALiteral:
             pass
     return value
 
 
-def _parse_qwen3_coder(text: str, tools: Any = None) -> Parsed:
+def parse_qwen3_coder(text: str, tools: Any = None) -> Parsed:
     """Qwen3-Coder `<function=name><parameter=p>value</parameter></function>` blocks."""
     calls: list[ToolCall] = []
     errors: list[str] = []

@@ -14,6 +14,7 @@ from grpo_tools.rewards import fastjson
 from grpo_tools.rewards.calls import ToolCall
 
 
+# The public API; the other names without a leading underscore are shared with `matching`, `rewards` and benchmarks.
 __all__ = ["ERROR_KINDS", "Gold", "GoldError", "Signature", "Verdict", "make_gold"]
 
 
@@ -68,31 +69,31 @@ class Gold:
     row: str = "row"
     # What the rewards read lazily, kept per row. (Not functools.cached_property: on Python 3.11 it takes a lock on
     # every first read, which shows at 100,000 completions a second.)
-    _memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    memoized: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def possible(self) -> tuple[tuple[str, dict[str, list[Any]]], ...]:
         """BFCL acceptable values, one `(name, {param: [values]})` per gold call."""
-        if "possible" not in self._memo:
-            self._memo["possible"] = _possible(self.possible_answers, self.calls, self.row)
-        return self._memo["possible"]
+        if "possible" not in self.memoized:
+            self.memoized["possible"] = _possible(self.possible_answers, self.calls, self.row)
+        return self.memoized["possible"]
 
     @property
     def tool_list(self) -> list[Any]:
         """The offered tool definitions."""
-        if "tools" not in self._memo:
-            self._memo["tools"] = _tool_list(self.tools, self.row)
-        return self._memo["tools"]
+        if "tools" not in self.memoized:
+            self.memoized["tools"] = load_tool_list(self.tools, self.row)
+        return self.memoized["tools"]
 
     def signature(self, name: str) -> Signature | None:
         """Parameter schemas and required names of the offered tool `name`; None when no such tool is offered."""
         key = "signature:" + name
-        if key not in self._memo:
-            self._memo[key] = _signature(self.tool_list, name, self.row)
-        return self._memo[key]
+        if key not in self.memoized:
+            self.memoized[key] = tool_signature(self.tool_list, name, self.row)
+        return self.memoized[key]
 
 
-def _tool_list(tools: Any, row: str) -> list[Any]:
+def load_tool_list(tools: Any, row: str) -> list[Any]:
     tools = _load_json(tools, "tools", row)
     if not isinstance(tools, list):
         raise GoldError(f"{row}: tools must be a list of tool definitions")
@@ -150,7 +151,7 @@ def _possible(possible_answers: Any, calls: tuple[ToolCall, ...], row: str) -> t
 
 # Gold prepared per distinct row: a GRPO batch scores several completions of each prompt, and trl hands each one its
 # own copy of the row's columns (JSON strings, see `prompts.prompt_dataset`). Keyed on those strings; bounded.
-_GOLD_CACHE: dict[tuple[str, str, str | None], tuple[tuple[ToolCall, ...], dict[str, Any]]] = {}
+GOLD_CACHE: dict[tuple[str, str, str | None], tuple[tuple[ToolCall, ...], dict[str, Any]]] = {}
 _GOLD_CACHE_SIZE = 4096
 
 
@@ -172,13 +173,13 @@ def make_gold(tools: Any, answers: Any, possible_answers: Any = None, row: str =
     if not (isinstance(tools, str) and isinstance(answers, str) and isinstance(possible_answers, str | None)):
         return Gold(_gold_calls(answers, row), possible_answers, tools, row)
     key = (tools, answers, possible_answers)
-    cached = _GOLD_CACHE.get(key)
+    cached = GOLD_CACHE.get(key)
     if cached is None:
-        if len(_GOLD_CACHE) >= _GOLD_CACHE_SIZE:
-            _GOLD_CACHE.clear()
+        if len(GOLD_CACHE) >= _GOLD_CACHE_SIZE:
+            GOLD_CACHE.clear()
         # A row whose gold is broken raises here, naming itself, and is not cached; what the rewards read later
         # (tools, possible answers) is memoised only when it reads without error, so errors name their own row.
-        cached = _GOLD_CACHE[key] = (_gold_calls(answers, row), {})
+        cached = GOLD_CACHE[key] = (_gold_calls(answers, row), {})
     return Gold(cached[0], possible_answers, tools, row, cached[1])
 
 
@@ -189,7 +190,7 @@ _TYPE_SETS = {name: frozenset([name]) for name in _JSON_SCHEMA_TYPES}
 _UNTYPED: frozenset[str] = frozenset()
 
 
-def _types_of(schema: Any) -> frozenset[str] | None:
+def types_of(schema: Any) -> frozenset[str] | None:
     """The JSON Schema type names of a schema; None when it is not standard JSON Schema (BFCL, xLAM)."""
     if not isinstance(schema, dict):
         return None
@@ -209,12 +210,12 @@ def _fast_signature(tool: dict[str, Any]) -> Signature | None:
     if not isinstance(parameters, dict) or parameters.get("type") != "object":
         return None
     properties = parameters.get("properties", {})
-    if not isinstance(properties, dict) or None in map(_types_of, properties.values()):
+    if not isinstance(properties, dict) or None in map(types_of, properties.values()):
         return None
     return Signature(properties, frozenset(parameters.get("required", ())))
 
 
-def _signature(tools: list[Any], name: str, row: str) -> Signature | None:
+def tool_signature(tools: list[Any], name: str, row: str) -> Signature | None:
     """One tool's parameter specs; other dialects (BFCL, xLAM) go through full normalisation in `schemas`."""
     for tool in tools:
         function = tool.get("function", tool) if isinstance(tool, dict) else None
@@ -242,7 +243,7 @@ def _normalized_signatures(tools: list[Any], row: str) -> dict[str, Signature]:
     }
 
 
-def _tool_names(gold: Gold) -> frozenset[str]:
+def offered_tool_names(gold: Gold) -> frozenset[str]:
     from grpo_tools.rewards.schemas import SchemaError, tool_names
 
     try:

@@ -11,20 +11,20 @@ from grpo_tools.rewards.calls import ParseResult, ToolCall
 from grpo_tools.rewards.gold import (
     Gold,
     Verdict,
-    _types_of,
+    types_of,
 )
 
 
 __all__: list[str] = []  # the rewards module reads these helpers; nothing here is public API
 
 
-def _json_equal(predicted: Any, gold: Any, schema: Any = None) -> bool:
+def json_equal(predicted: Any, gold: Any, schema: Any = None) -> bool:
     """Equal as JSON (so `True != 1` and `1 != 1.0`), except that an integer equals the same float where `schema`
     says `number`. `schema` follows the value down through `properties` and `items`."""
     kind = type(gold)
     if type(predicted) is not kind:
         if type(predicted) in (int, float) and kind in (int, float):
-            return "number" in (_types_of(schema) or ()) and predicted == gold
+            return "number" in (types_of(schema) or ()) and predicted == gold
         return False
     if kind is dict:
         if predicted.keys() != gold.keys():
@@ -36,13 +36,13 @@ def _json_equal(predicted: Any, gold: Any, schema: Any = None) -> bool:
             if type(other) is type(value) and type(value) in (str, int, bool):
                 if other != value:
                     return False
-            elif not _json_equal(other, value, properties.get(key)):
+            elif not json_equal(other, value, properties.get(key)):
                 return False
         return True
     if kind is list:
         items = schema.get("items") if isinstance(schema, dict) else None
         return len(predicted) == len(gold) and all(
-            _json_equal(p, g, items) for p, g in zip(predicted, gold, strict=True)
+            json_equal(p, g, items) for p, g in zip(predicted, gold, strict=True)
         )
     return predicted == gold
 
@@ -53,7 +53,7 @@ def _same_kind(predicted: Any, gold: Any, schema: Any) -> bool:
     if type(predicted) is type(gold):
         return True
     numbers = (int, float)
-    return type(predicted) in numbers and type(gold) in numbers and "number" in (_types_of(schema) or ())
+    return type(predicted) in numbers and type(gold) in numbers and "number" in (types_of(schema) or ())
 
 
 def _best_pairs(credit: list[list[float]]) -> list[tuple[int, int]]:
@@ -81,7 +81,7 @@ def _pair_credit(predicted: ToolCall, gold: ToolCall, params: dict[str, dict[str
             1
             for key, value in gold.arguments.items()
             if key in predicted.arguments
-            and _json_equal(predicted.arguments[key], value, params.get(key) if params else None)
+            and json_equal(predicted.arguments[key], value, params.get(key) if params else None)
         )
         values = matched / len(gold_names)
     return (1.0 + jaccard + values) / 3.0
@@ -96,34 +96,34 @@ def _pair_errors(predicted: ToolCall, gold: ToolCall, params: dict[str, dict[str
     for key, value in gold.arguments.items():
         if key in predicted.arguments:
             schema = params.get(key) if params else None
-            if not _json_equal(predicted.arguments[key], value, schema):
+            if not json_equal(predicted.arguments[key], value, schema):
                 errors.append("wrong_value" if _same_kind(predicted.arguments[key], value, schema) else "wrong_type")
     return errors
 
 
-def _irrelevance(parsed: ParseResult) -> Verdict:
+def irrelevance(parsed: ParseResult) -> Verdict:
     """Rows whose gold calls nothing: 1 for calling nothing, 0 for any call, in every reward."""
     if not parsed.attempted:
         return Verdict(1.0)
     return Verdict(0.0, ("unexpected_call",) + ("parse_error",) * len(parsed.errors))
 
 
-def _params_by_name(gold: Gold, name: str) -> dict[str, dict[str, Any]] | None:
+def params_by_name(gold: Gold, name: str) -> dict[str, dict[str, Any]] | None:
     signature = gold.signature(name)
     return signature.params if signature else None
 
 
-def _pairing(
+def pairing(
     parsed: ParseResult, gold: Gold
 ) -> tuple[dict[str, dict[str, dict[str, Any]] | None], list[list[float]], list[tuple[int, int]]]:
     """The parameter schemas of each gold tool, the credit of every (predicted, gold) pair, and the pairs of the
     maximum-total-credit assignment."""
-    params = {call.name: _params_by_name(gold, call.name) for call in gold.calls}
+    params = {call.name: params_by_name(gold, call.name) for call in gold.calls}
     credit = [[_pair_credit(p, g, params[g.name]) for g in gold.calls] for p in parsed.calls]
     return params, credit, _best_pairs(credit)
 
 
-def _diagnose(parsed: ParseResult, gold: Gold) -> tuple[float, list[str]]:
+def diagnose(parsed: ParseResult, gold: Gold) -> tuple[float, list[str]]:
     """Total pair credit of the best pairing, and the error kinds of every imperfect pair or unpaired call."""
     errors = ["parse_error"] * len(parsed.errors)
     predicted, expected = parsed.calls, gold.calls
@@ -131,7 +131,7 @@ def _diagnose(parsed: ParseResult, gold: Gold) -> tuple[float, list[str]]:
         errors.append("wrong_count")
     if not predicted:
         return 0.0, errors
-    params, credit, pairs = _pairing(parsed, gold)
+    params, credit, pairs = pairing(parsed, gold)
     total = 0.0
     for p, g in pairs:
         total += credit[p][g]

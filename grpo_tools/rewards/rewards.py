@@ -29,17 +29,17 @@ from grpo_tools.rewards.gold import (
     Gold,
     GoldError,
     Verdict,
-    _signature,
-    _tool_list,
-    _tool_names,
+    load_tool_list,
     make_gold,
+    offered_tool_names,
+    tool_signature,
 )
 from grpo_tools.rewards.matching import (
-    _diagnose,
-    _irrelevance,
-    _json_equal,
-    _pairing,
-    _params_by_name,
+    diagnose,
+    irrelevance,
+    json_equal,
+    pairing,
+    params_by_name,
 )
 
 
@@ -85,7 +85,7 @@ def argument_checks(completion: Any, gold: Gold) -> list[tuple[str, bool]]:
     parsed = _parse(completion, gold)
     if not gold.calls or not parsed.calls:
         return []
-    params, _, pairs = _pairing(parsed, gold)
+    params, _, pairs = pairing(parsed, gold)
     checks = []
     for p, g in pairs:
         predicted, expected = parsed.calls[p], gold.calls[g]
@@ -95,7 +95,7 @@ def argument_checks(completion: Any, gold: Gold) -> list[tuple[str, bool]]:
         checks += [
             (
                 f"{expected.name}.{key}",
-                key in predicted.arguments and _json_equal(predicted.arguments[key], value, schemas.get(key)),
+                key in predicted.arguments and json_equal(predicted.arguments[key], value, schemas.get(key)),
             )
             for key, value in expected.arguments.items()
         ]
@@ -105,10 +105,10 @@ def argument_checks(completion: Any, gold: Gold) -> list[tuple[str, bool]]:
 def score_format(parsed: ParseResult, gold: Gold) -> Verdict:
     """1 when there is at least one call, every attempted call parses, and each names an offered tool."""
     if not gold.calls:
-        return _irrelevance(parsed)
+        return irrelevance(parsed)
     if not parsed.attempted:
         return Verdict(0.0, ("missed_call",))
-    names = _tool_names(gold)
+    names = offered_tool_names(gold)
     errors = ("parse_error",) * len(parsed.errors) + tuple("wrong_name" for c in parsed.calls if c.name not in names)
     return Verdict(0.0 if errors or not parsed.calls else 1.0, errors)
 
@@ -126,7 +126,7 @@ def score_schema(parsed: ParseResult, gold: Gold) -> Verdict:
     """The fraction of attempted calls whose arguments validate against their tool's JSON Schema (a call that did
     not parse counts as invalid)."""
     if not gold.calls:
-        return _irrelevance(parsed)
+        return irrelevance(parsed)
     if not parsed.attempted:
         return Verdict(0.0, ("missed_call",))
     from grpo_tools.rewards.schemas import SchemaError, validate_arguments
@@ -153,18 +153,18 @@ def score_exact(parsed: ParseResult, gold: Gold) -> Verdict:
     """1 when the predicted calls equal the gold calls as a multiset (any order), values equal as JSON except that an
     integer equals the same float where the schema says `number`; else 0."""
     if not gold.calls:
-        return _irrelevance(parsed)
+        return irrelevance(parsed)
     if not parsed.attempted:
         return Verdict(0.0, ("missed_call",))
     predicted, expected = parsed.calls, gold.calls
     if not parsed.errors and len(predicted) == len(expected):
         # Fast path: strict JSON equality needs no schema; the number rule is only consulted on a mismatch.
         single = len(expected) == 1 and predicted[0].name == expected[0].name
-        if single and _json_equal(predicted[0].arguments, expected[0].arguments):
+        if single and json_equal(predicted[0].arguments, expected[0].arguments):
             return Verdict(1.0)
         if _multiset_equal(predicted, gold):
             return Verdict(1.0)
-    _, errors = _diagnose(parsed, gold)
+    _, errors = diagnose(parsed, gold)
     return Verdict(0.0, tuple(errors or ["wrong_value"]))
 
 
@@ -172,10 +172,10 @@ def _multiset_equal(predicted: tuple[ToolCall, ...], gold: Gold) -> bool:
     # Equality (with the number rule) is an equivalence relation, so greedy matching finds a perfect one if any exists.
     unmatched = list(predicted)
     for expected in gold.calls:
-        params = _params_by_name(gold, expected.name) or {}
+        params = params_by_name(gold, expected.name) or {}
         schema = {"properties": params}
         for index, call in enumerate(unmatched):
-            if call.name == expected.name and _json_equal(call.arguments, expected.arguments, schema):
+            if call.name == expected.name and json_equal(call.arguments, expected.arguments, schema):
                 del unmatched[index]
                 break
         else:
@@ -187,10 +187,10 @@ def score_partial(parsed: ParseResult, gold: Gold) -> Verdict:
     """Pair predicted and gold calls by an optimal assignment; each pair earns `(1 + J + V) / 3` (0 across different
     tools); the total is divided by `max(#predicted, #gold)`, so extra and missing calls both cost credit."""
     if not gold.calls:
-        return _irrelevance(parsed)
+        return irrelevance(parsed)
     if not parsed.attempted:
         return Verdict(0.0, ("missed_call",))
-    total, errors = _diagnose(parsed, gold)
+    total, errors = diagnose(parsed, gold)
     attempted = len(parsed.calls) + len(parsed.errors)
     return Verdict(total / max(attempted, len(gold.calls)), tuple(errors))
 
@@ -204,16 +204,16 @@ _WRONG = {kind: Verdict(0.0, (kind,)) for kind in ERROR_KINDS}  # one record per
 
 
 def _bfcl_gold(gold: Gold) -> tuple[BfclCall, ...]:
-    memo = gold._memo
+    memo = gold.memoized
     if "bfcl" not in memo:
         # The tools are read here without being kept (unless another reward keeps them): the prepared calls are all
         # that `score_bfcl` reads afterwards, and each object a cached row keeps is walked by every full garbage
         # collection; at BFCL's sizes a parsed tool list is most of a row's objects.
-        tools = memo["tools"] if "tools" in memo else _tool_list(gold.tools, gold.row)
+        tools = memo["tools"] if "tools" in memo else load_tool_list(gold.tools, gold.row)
         prepared = []
         for name, acceptable in gold.possible:
             key = "signature:" + name
-            signature = memo[key] if key in memo else _signature(tools, name, gold.row)
+            signature = memo[key] if key in memo else tool_signature(tools, name, gold.row)
             properties, required = (signature.params, signature.required) if signature else (None, ())
             prepared.append(prepare_bfcl(name, acceptable, properties, sorted(required)))
         memo["bfcl"] = tuple(prepared)
@@ -233,7 +233,7 @@ def score_bfcl(parsed: ParseResult, gold: Gold) -> Verdict:
         return Verdict(0.0, ("parse_error",) * len(parsed.errors))
     if not parsed.calls:
         return _WRONG["missed_call"]
-    memo = gold._memo
+    memo = gold.memoized
     prepared = memo["bfcl"] if "bfcl" in memo else _bfcl_gold(gold)
     calls = parsed.calls
     # One gold call and one call: `simple_function_checker` alone (what `check_bfcl` does there), one call less.

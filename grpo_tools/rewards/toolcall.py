@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 
+# The public API; the other names without a leading underscore are helpers shared with `formats` and `calls`.
 __all__ = ["ParseResult", "ToolCall", "load_json_or_literal"]
 
 
@@ -40,20 +41,20 @@ class ParseResult:
 
 # A frozen dataclass's `__init__` sets each field through `object.__setattr__`; the hot path below fills the slots
 # through their descriptors instead, in about half the time (it builds one record per call of every completion).
-_new_record = object.__new__
+new_record = object.__new__
 
 
-class _NotALiteral(ValueError):
+class NotALiteral(ValueError):
     """Raised inside this module when Python-literal text holds something other than a literal."""
 
 
-_DECODER = json.JSONDecoder()
-_orjson_loads = orjson.loads
+DECODER = json.JSONDecoder()
+orjson_loads = orjson.loads
 _WHITESPACE = re.compile(r"\s*")
 
 
 # How many `</tool_call>` candidates a Python-literal block may be tried against; a bound keeps hostile inputs linear.
-_MAX_CLOSE_CANDIDATES = 4
+MAX_CLOSE_CANDIDATES = 4
 _JSON_NAMES = {"true": True, "false": False, "null": None}
 
 
@@ -61,39 +62,39 @@ _JSON_NAMES = {"true": True, "false": False, "null": None}
 Parsed = tuple[list[ToolCall], list[str]]
 
 
-def _literal(node: ast.AST) -> Any:
+def literal(node: ast.AST) -> Any:
     """Convert an `ast` node made only of literals to JSON-like Python values (tuples and sets become lists)."""
     if isinstance(node, ast.Constant):
         if node.value is None or isinstance(node.value, (str, bool, int, float)):
             return node.value
-        raise _NotALiteral(f"unsupported constant {type(node.value).__name__}")
+        raise NotALiteral(f"unsupported constant {type(node.value).__name__}")
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        return [_literal(element) for element in node.elts]
+        return [literal(element) for element in node.elts]
     if isinstance(node, ast.Dict):
         result = {}
         for key, value in zip(node.keys, node.values, strict=True):
             if key is None:
-                raise _NotALiteral("'**' unpacking in a dict")
-            key_value = _literal(key)
+                raise NotALiteral("'**' unpacking in a dict")
+            key_value = literal(key)
             if not isinstance(key_value, str):
-                raise _NotALiteral("dict keys must be strings")
-            result[key_value] = _literal(value)
+                raise NotALiteral("dict keys must be strings")
+            result[key_value] = literal(value)
         return result
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        operand = _literal(node.operand)
+        operand = literal(node.operand)
         if isinstance(operand, (int, float)) and not isinstance(operand, bool):
             return -operand if isinstance(node.op, ast.USub) else operand
     if isinstance(node, ast.Name) and node.id in _JSON_NAMES:
         return _JSON_NAMES[node.id]  # models mixing JSON into Python syntax: `f(flag=true)`
-    raise _NotALiteral(f"not a literal: {type(node).__name__}")
+    raise NotALiteral(f"not a literal: {type(node).__name__}")
 
 
-def _parse_python(text: str) -> ast.expr:
+def parse_python(text: str) -> ast.expr:
     """Parse text as one Python expression, turning every failure (including pathological nesting) into ValueError."""
     try:
         return ast.parse(text.strip(), mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
-        raise _NotALiteral(f"invalid syntax: {error.__class__.__name__}") from None
+        raise NotALiteral(f"invalid syntax: {error.__class__.__name__}") from None
 
 
 def load_json_or_literal(text: str) -> Any:
@@ -106,56 +107,56 @@ def load_json_or_literal(text: str) -> Any:
     try:
         return json.loads(text)
     except (ValueError, RecursionError):
-        return _literal(_parse_python(text))
+        return literal(parse_python(text))
 
 
-def _arguments(value: Any) -> dict[str, Any]:
+def call_arguments(value: Any) -> dict[str, Any]:
     """Normalise a call's arguments: a dict, a JSON/Python-literal string of a dict, or null for none."""
     if value is None:
         return {}
     if isinstance(value, str):
         try:
             value = load_json_or_literal(value) if value.strip() else {}
-        except _NotALiteral:
-            raise _NotALiteral("arguments is a string but not valid JSON") from None
+        except NotALiteral:
+            raise NotALiteral("arguments is a string but not valid JSON") from None
     if not isinstance(value, dict):
-        raise _NotALiteral(f"arguments must be an object, got {type(value).__name__}")
+        raise NotALiteral(f"arguments must be an object, got {type(value).__name__}")
     return value
 
 
 def _call_from_object(obj: Any) -> ToolCall:
     """Build a ToolCall from the object layouts models write (`arguments`, `parameters` or OpenAI's `function`)."""
     if not isinstance(obj, dict):
-        raise _NotALiteral(f"a call must be an object, got {type(obj).__name__}")
+        raise NotALiteral(f"a call must be an object, got {type(obj).__name__}")
     if isinstance(obj.get("function"), dict):  # OpenAI: {"type": "function", "function": {"name", "arguments"}}
         obj = obj["function"]
     name = obj.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise _NotALiteral("the call has no 'name'")
+        raise NotALiteral("the call has no 'name'")
     for key in ("arguments", "parameters", "args"):
         if key in obj:
-            return ToolCall(name.strip(), _arguments(obj[key]))
+            return ToolCall(name.strip(), call_arguments(obj[key]))
     return ToolCall(name.strip(), {})
 
 
-def _calls_from_value(value: Any, calls: list[ToolCall], errors: list[str]) -> None:
+def calls_from_value(value: Any, calls: list[ToolCall], errors: list[str]) -> None:
     """Append the call(s) a decoded JSON value holds: one call object, a list of them, or a `tool_calls` message."""
     if isinstance(value, dict) and isinstance(value.get("tool_calls"), list):
         value = value["tool_calls"]
     for item in value if isinstance(value, list) else [value]:
         try:
             calls.append(_call_from_object(item))
-        except _NotALiteral as error:
+        except NotALiteral as error:
             errors.append(str(error))
 
 
-def _skip_whitespace(text: str, index: int) -> int:
+def skip_whitespace(text: str, index: int) -> int:
     if index < len(text) and not text[index].isspace():
         return index  # the usual case, without a regex call
     return _WHITESPACE.match(text, index).end()
 
 
-def _strip_code_fence(text: str) -> str:
+def strip_code_fence(text: str) -> str:
     """Drop a Markdown code fence (```json ... ```) around the whole text."""
     text = text.strip()
     if text.startswith("```"):

@@ -66,7 +66,7 @@ class ConversionResult:
         return "; ".join(parts)
 
 
-def _require(row: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+def require(row: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
     value = row.get(key)
     if not isinstance(value, kind):
         names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
@@ -74,35 +74,35 @@ def _require(row: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) ->
     return value
 
 
-def _source_id(row: Mapping[str, Any], index: int) -> str:
+def source_id(row: Mapping[str, Any], index: int) -> str:
     row_id = row.get("id")
     return str(index) if row_id is None or row_id == "" else str(row_id)
 
 
-def _tools(definitions: Any, where: str) -> list[dict[str, Any]]:
+def canonical_tools(definitions: Any, where: str) -> list[dict[str, Any]]:
     """Tool definitions in any supported format -> the OpenAI format; SchemaError (a ValueError) names the field."""
     return [tool.to_openai() for tool in normalize_tools(definitions, where=where).values()]
 
 
-def _gold_call(value: Any, where: str) -> dict[str, Any]:
+def gold_call(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
         raise ConversionError(f'{where}: expected a call {{"name", "arguments"}}, got {value!r}')
     arguments = value.get("arguments", {})
     if isinstance(arguments, str):
-        arguments = _load_json(arguments, f"{where}.arguments")
+        arguments = load_json(arguments, f"{where}.arguments")
     if not isinstance(arguments, dict):
         raise ConversionError(f"{where}.arguments: expected an object, got {type(arguments).__name__}")
     return {"name": value["name"], "arguments": arguments}
 
 
-def _load_json(text: str, where: str) -> Any:
+def load_json(text: str, where: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise ConversionError(f"{where}: not valid JSON ({error.msg} at character {error.pos})") from None
 
 
-def _load_literal(text: str, where: str) -> Any:
+def load_literal(text: str, where: str) -> Any:
     """JSON, else a Python literal (single-quoted dicts, True/None), as some datasets write their tool lists."""
     try:
         return load_json_or_literal(text)
@@ -110,10 +110,10 @@ def _load_literal(text: str, where: str) -> Any:
         raise ConversionError(f"{where}: neither JSON nor a Python literal") from None
 
 
-_DECODER = json.JSONDecoder()
+DECODER = json.JSONDecoder()
 
 
-def _assistant(content: str, calls: Sequence[ToolCall]) -> dict[str, Any]:
+def assistant(content: str, calls: Sequence[ToolCall]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = [
@@ -122,14 +122,14 @@ def _assistant(content: str, calls: Sequence[ToolCall]) -> dict[str, Any]:
     return message
 
 
-def _parsed_calls(text: Any, format: str, where: str) -> list[ToolCall]:
+def parsed_calls(text: Any, format: str, where: str) -> list[ToolCall]:
     result = parse_tool_calls(text, format=format)
     if result.errors:
         raise ConversionError(f"{where}: cannot read the tool call ({'; '.join(result.errors)})")
     return list(result.calls)
 
 
-def _canonical(
+def canonical(
     row_id: str,
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]],
@@ -149,7 +149,7 @@ def _canonical(
     return row
 
 
-def _conversation_rows(base_id: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict]:
+def conversation_rows(base_id: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict]:
     """One canonical row per assistant turn that calls tools, or answers without calling while tools are offered."""
     if not any(message["role"] == "assistant" for message in messages):
         raise ConversionError("the conversation has no assistant turn")
@@ -166,7 +166,7 @@ def _conversation_rows(base_id: str, messages: list[dict[str, Any]], tools: list
                 raise ConversionError(f"assistant turn {turn} comes before any other message")
             try:
                 history, offered = copy.deepcopy(messages[:position]), copy.deepcopy(tools)
-                rows.append(_canonical(f"{base_id}-{turn}", history, offered, calls))
+                rows.append(canonical(f"{base_id}-{turn}", history, offered, calls))
             except ConversionError as error:
                 raise ConversionError(f"assistant turn {turn}: {error}") from None
         turn += 1
@@ -183,8 +183,8 @@ _SHAREGPT_ROLES = {
 }
 
 
-def _sharegpt_turns(row: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    for i, turn in enumerate(_require(row, "conversations", list)):
+def sharegpt_turns(row: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    for i, turn in enumerate(require(row, "conversations", list)):
         if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
             raise ConversionError(f'conversations[{i}]: expected {{"from", "value"}}, got {turn!r}')
         role = _SHAREGPT_ROLES.get(turn.get("from"))

@@ -12,10 +12,10 @@ from typing import Any
 from grpo_tools.data.converters.base import (
     ConversionError,
     SourceContext,
-    _canonical,
-    _require,
-    _source_id,
-    _tools,
+    canonical,
+    canonical_tools,
+    require,
+    source_id,
 )
 from grpo_tools.data.converters.sources import read_source
 from grpo_tools.data.rows import DataError
@@ -41,17 +41,17 @@ def _first_acceptable(values: Any, where: str) -> tuple[bool, Any]:
     if not isinstance(values, list):
         raise ConversionError(f"{where}: expected a list of acceptable values, got {values!r}")
     given, value = _first_of(values)  # "" means "may be left out": the gold answer gives the first real value
-    return given, _plain(value)
+    return given, plain(value)
 
 
-def _plain(option: Any) -> Any:
+def plain(option: Any) -> Any:
     """One acceptable value as a call gives it. BFCL writes an object (a parameter's value, or an element of a list of
     objects) with each key mapped to its own acceptable values; the gold answer takes the first of each. Inside those
     values everything is plain, as BFCL compares them (`dict_checker` and `list_dict_checker` go one level deep)."""
     if isinstance(option, dict):
         return {key: first for key, (given, first) in ((k, _first_of(v)) for k, v in option.items()) if given}
     if isinstance(option, list):
-        return [_plain(element) if isinstance(element, dict) else element for element in option]
+        return [plain(element) if isinstance(element, dict) else element for element in option]
     return option
 
 
@@ -76,17 +76,17 @@ def _bfcl_call(entry: Any, where: str) -> dict[str, Any]:
 
 def convert_bfcl(row: Mapping[str, Any], index: int, context: SourceContext) -> list[dict[str, Any]]:
     """Berkeley Function Calling Leaderboard: a question file joined by `id` with its possible-answer file."""
-    row_id = _source_id(row, index)
+    row_id = source_id(row, index)
     messages = _bfcl_messages(row.get("question"))
-    tools = _tools(_require(row, "function", list), "function")
+    tools = canonical_tools(require(row, "function", list), "function")
     if context.category == "irrelevance":
-        return [_canonical(row_id, messages, tools, [], category="irrelevance")]
+        return [canonical(row_id, messages, tools, [], category="irrelevance")]
     truth = context.ground_truth.get(row_id)
     if truth is None:
         raise ConversionError(f"no possible answer with id {row_id!r} in the answers file")
-    possible = _require(truth, "ground_truth", list)
+    possible = require(truth, "ground_truth", list)
     calls = [_bfcl_call(entry, f"ground_truth[{i}]") for i, entry in enumerate(possible)]
-    return [_canonical(row_id, messages, tools, calls, possible_answers=possible, category=context.category)]
+    return [canonical(row_id, messages, tools, calls, possible_answers=possible, category=context.category)]
 
 
 _BFCL_CATEGORIES = {"simple", "multiple", "parallel", "parallel_multiple", "irrelevance"}

@@ -8,15 +8,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from grpo_tools.data.converters.base import (
-    _DECODER,
+    DECODER,
     ConversionError,
     SourceContext,
-    _assistant,
-    _conversation_rows,
-    _parsed_calls,
-    _require,
-    _source_id,
-    _tools,
+    assistant,
+    canonical_tools,
+    conversation_rows,
+    parsed_calls,
+    require,
+    source_id,
 )
 
 
@@ -26,7 +26,7 @@ def _json_objects(text: str, where: str) -> list[Any]:
     position = text.find("{")
     while 0 <= position < len(text) and text[position] == "{":
         try:
-            value, position = _DECODER.raw_decode(text, position)
+            value, position = DECODER.raw_decode(text, position)
         except json.JSONDecodeError as error:
             raise ConversionError(f"{where}: tool definition {len(objects)} is not valid JSON ({error.msg})") from None
         objects.append(value)
@@ -40,8 +40,8 @@ _GLAIVE_TURN = re.compile(r"(?:^|\n)[ \t]*(USER|ASSISTANT|FUNCTION RESPONSE):[ \
 
 def convert_glaive(row: Mapping[str, Any], index: int, context: SourceContext) -> list[dict[str, Any]]:
     """Glaive function-calling v2: tools as JSON objects in `system`, `chat` as USER/ASSISTANT/FUNCTION RESPONSE."""
-    tools = _tools(_json_objects(_require(row, "system", str), "system"), "system")
-    parts = _GLAIVE_TURN.split(_require(row, "chat", str))
+    tools = canonical_tools(_json_objects(require(row, "system", str), "system"), "system")
+    parts = _GLAIVE_TURN.split(require(row, "chat", str))
     if parts[0].strip():
         raise ConversionError("chat: text before the first USER: or ASSISTANT: marker")
     messages: list[dict[str, Any]] = []
@@ -55,10 +55,10 @@ def convert_glaive(row: Mapping[str, Any], index: int, context: SourceContext) -
             # The payload's `arguments` is a single-quoted JSON string; the json parser reads that form.
             before, payload = text.split("<functioncall>", 1)
             where = f"assistant turn {sum(m['role'] == 'assistant' for m in messages)}"
-            calls = _parsed_calls(payload, "json", where)
+            calls = parsed_calls(payload, "json", where)
             if not calls:
                 raise ConversionError(f"{where}: <functioncall> holds no call")
-            messages.append(_assistant(before.strip(), calls))
+            messages.append(assistant(before.strip(), calls))
         else:
             messages.append({"role": "assistant", "content": text})
-    return _conversation_rows(_source_id(row, index), messages, tools)
+    return conversation_rows(source_id(row, index), messages, tools)

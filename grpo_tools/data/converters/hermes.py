@@ -9,13 +9,13 @@ from typing import Any
 from grpo_tools.data.converters.base import (
     ConversionError,
     SourceContext,
-    _assistant,
-    _conversation_rows,
-    _load_literal,
-    _parsed_calls,
-    _sharegpt_turns,
-    _source_id,
-    _tools,
+    assistant,
+    canonical_tools,
+    conversation_rows,
+    load_literal,
+    parsed_calls,
+    sharegpt_turns,
+    source_id,
 )
 
 
@@ -26,13 +26,13 @@ def _hermes_tools(system: str) -> list[Any]:
         if not body:
             continue
         try:
-            tools = _load_literal(body, "system <tools>")
+            tools = load_literal(body, "system <tools>")
         except ConversionError:
             # Several definitions one per line rather than a list, in JSON or Python-literal syntax.
             parts = re.split(r"(?<=\})\s*\n\s*(?=\{)", body)
             if len(parts) == 1:
                 raise
-            tools = [_load_literal(part, f"system <tools> definition {i}") for i, part in enumerate(parts)]
+            tools = [load_literal(part, f"system <tools> definition {i}") for i, part in enumerate(parts)]
         return tools if isinstance(tools, list) else [tools]
     return []
 
@@ -41,7 +41,7 @@ def convert_hermes(row: Mapping[str, Any], index: int, context: SourceContext) -
     """NousResearch Hermes function-calling v1: ShareGPT turns, `<tools>` in the system turn, `<tool_call>` blocks."""
     definitions: list[Any] = []
     messages: list[dict[str, Any]] = []
-    for role, value in _sharegpt_turns(row):
+    for role, value in sharegpt_turns(row):
         if role == "system":
             definitions += _hermes_tools(value)
         elif role == "tool":
@@ -50,7 +50,7 @@ def convert_hermes(row: Mapping[str, Any], index: int, context: SourceContext) -
         elif role == "assistant" and "<tool_call>" in value:
             where = f"assistant turn {sum(m['role'] == 'assistant' for m in messages)}"
             content = re.sub(r"<tool_call>.*?(?:</tool_call>|\Z)", "", value, flags=re.DOTALL).strip()
-            messages.append(_assistant(content, _parsed_calls(value, "hermes", where)))
+            messages.append(assistant(content, parsed_calls(value, "hermes", where)))
         else:
             messages.append({"role": role, "content": value.strip()})
-    return _conversation_rows(_source_id(row, index), messages, _tools(definitions, "system <tools>"))
+    return conversation_rows(source_id(row, index), messages, canonical_tools(definitions, "system <tools>"))

@@ -8,12 +8,12 @@ from typing import Any
 from grpo_tools.data.converters.base import (
     ConversionError,
     SourceContext,
-    _assistant,
-    _conversation_rows,
-    _parsed_calls,
-    _require,
-    _source_id,
-    _tools,
+    assistant,
+    canonical_tools,
+    conversation_rows,
+    parsed_calls,
+    require,
+    source_id,
 )
 
 
@@ -29,8 +29,8 @@ def _openai_message(message: Any, where: str) -> dict[str, Any]:
         raise ConversionError(f"{where}.content: expected a string, got {type(content).__name__}")
     if message["role"] == "assistant":
         raw_calls = message.get("tool_calls") or []
-        calls = _parsed_calls({"tool_calls": raw_calls}, "openai", where) if raw_calls else []
-        converted = _assistant(content, calls)
+        calls = parsed_calls({"tool_calls": raw_calls}, "openai", where) if raw_calls else []
+        converted = assistant(content, calls)
         for raw, call in zip(raw_calls, converted.get("tool_calls", []), strict=True):
             if isinstance(raw, dict) and "id" in raw:
                 # Templates that pair each result with its call (Mistral's) need the call ids.
@@ -44,5 +44,5 @@ def _openai_message(message: Any, where: str) -> dict[str, Any]:
 
 def convert_openai(row: Mapping[str, Any], index: int, context: SourceContext) -> list[dict[str, Any]]:
     """OpenAI-style chat rows: `messages` with assistant `tool_calls`, and `tools` in the OpenAI format."""
-    messages = [_openai_message(m, f"messages[{i}]") for i, m in enumerate(_require(row, "messages", list))]
-    return _conversation_rows(_source_id(row, index), messages, _tools(row.get("tools") or [], "tools"))
+    messages = [_openai_message(m, f"messages[{i}]") for i, m in enumerate(require(row, "messages", list))]
+    return conversation_rows(source_id(row, index), messages, canonical_tools(row.get("tools") or [], "tools"))

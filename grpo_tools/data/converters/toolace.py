@@ -8,15 +8,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from grpo_tools.data.converters.base import (
-    _DECODER,
+    DECODER,
     SourceContext,
-    _assistant,
-    _conversation_rows,
-    _parsed_calls,
-    _require,
-    _sharegpt_turns,
-    _source_id,
-    _tools,
+    assistant,
+    canonical_tools,
+    conversation_rows,
+    parsed_calls,
+    require,
+    sharegpt_turns,
+    source_id,
 )
 from grpo_tools.rewards.calls import ToolCall
 
@@ -25,7 +25,7 @@ def _json_list(text: str) -> list[Any]:
     """The first JSON list of objects in free text (ToolACE's system prompt); [] when there is none."""
     for match in re.finditer(r"\[", text):
         try:
-            value, _ = _DECODER.raw_decode(text, match.start())
+            value, _ = DECODER.raw_decode(text, match.start())
         except json.JSONDecodeError:
             continue
         if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
@@ -45,21 +45,21 @@ def _pythonic_calls(text: str, tools: list[dict[str, Any]], where: str) -> list[
         alias = f"_tool_{len(aliases)}"
         text = text.replace(f"{name}(", f"{alias}(")
         aliases[alias] = name
-    calls = _parsed_calls(text, "pythonic", where)
+    calls = parsed_calls(text, "pythonic", where)
     return [ToolCall(aliases.get(call.name, call.name), call.arguments) for call in calls]
 
 
 def convert_toolace(row: Mapping[str, Any], index: int, context: SourceContext) -> list[dict[str, Any]]:
     """Team-ACE ToolACE: tools as a JSON list inside `system`, assistant calls as `[f(a=1), g(b="x")]`."""
-    tools = _tools(_json_list(_require(row, "system", str)), "system")
+    tools = canonical_tools(_json_list(require(row, "system", str)), "system")
     messages: list[dict[str, Any]] = []
-    for role, value in _sharegpt_turns(row):
+    for role, value in sharegpt_turns(row):
         text = value.strip()
         if role == "system":
             continue  # a second system prompt would be an instruction like the first, which is dropped too
         if role == "assistant" and text.startswith("[") and text.endswith("]"):
             where = f"assistant turn {sum(m['role'] == 'assistant' for m in messages)}"
-            messages.append(_assistant("", _pythonic_calls(text, tools, where)))
+            messages.append(assistant("", _pythonic_calls(text, tools, where)))
         else:
             messages.append({"role": role, "content": text})
-    return _conversation_rows(_source_id(row, index), messages, tools)
+    return conversation_rows(source_id(row, index), messages, tools)

@@ -8,22 +8,22 @@ from typing import Any
 from grpo_tools.data.converters.base import (
     ConversionError,
     SourceContext,
-    _canonical,
-    _gold_call,
-    _load_json,
-    _require,
-    _source_id,
-    _tools,
+    canonical,
+    canonical_tools,
+    gold_call,
+    load_json,
+    require,
+    source_id,
 )
 
 
 def convert_xlam(row: Mapping[str, Any], index: int, context: SourceContext) -> list[dict[str, Any]]:
     """Salesforce xLAM function-calling-60k: `query`, and `tools` and `answers` as JSON strings."""
-    query = _require(row, "query", str)
-    tools = _tools(_require(row, "tools", (str, list)), "tools")
-    answers = _require(row, "answers", (str, list))
-    answers = _load_json(answers, "answers") if isinstance(answers, str) else answers
+    query = require(row, "query", str)
+    tools = canonical_tools(require(row, "tools", (str, list)), "tools")
+    answers = require(row, "answers", (str, list))
+    answers = load_json(answers, "answers") if isinstance(answers, str) else answers
     if not isinstance(answers, list):
         raise ConversionError(f"answers: expected a list of calls, got {type(answers).__name__}")
-    calls = [_gold_call(answer, f"answers[{i}]") for i, answer in enumerate(answers)]
-    return [_canonical(_source_id(row, index), [{"role": "user", "content": query}], tools, calls)]
+    calls = [gold_call(answer, f"answers[{i}]") for i, answer in enumerate(answers)]
+    return [canonical(source_id(row, index), [{"role": "user", "content": query}], tools, calls)]
