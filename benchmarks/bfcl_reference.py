@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_tools.data.converters import bfcl_category, convert_rows, load_ground_truth, read_source
-from grpo_tools.data.converters.bfcl import plain
+from grpo_tools.data.converters.bfcl import plain_value
 
 
 AST_CATEGORIES = (
@@ -210,7 +210,7 @@ def model_outputs(case: Case) -> list[list[dict[str, Any]] | None]:
                 if option == "":
                     with_call(index, name, {k: v for k, v in arguments.items() if k != param})
                 else:
-                    with_call(index, name, {**arguments, param: plain(option)})
+                    with_call(index, name, {**arguments, param: plain_value(option)})
             value = arguments.get(param)
             if value is None:
                 continue

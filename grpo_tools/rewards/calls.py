@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from grpo_tools.rewards.formats import (
-    OPEN,
+    HERMES_OPEN,
     parse_hermes,
     parse_json,
     parse_llama,
@@ -100,7 +100,7 @@ def _strip_reasoning(text: str) -> str:
         return "" if end < 0 else text[end + len("</think>") :]  # unclosed: all of it was reasoning
     end = text.find("</think>")
     if end >= 0:
-        first_call = text.find(OPEN)
+        first_call = text.find(HERMES_OPEN)
         if first_call < 0 or end < first_call:
             return text[end + len("</think>") :]
     return text
@@ -108,10 +108,14 @@ def _strip_reasoning(text: str) -> str:
 
 def _detect(text: str) -> str | None:
     """Pick the format a text is written in from its markers; None when it makes no call attempt."""
-    start = text.find(OPEN)
+    start = text.find(HERMES_OPEN)
     if start >= 0:
         # Qwen3-Coder wraps its XML calls in <tool_call>; their values need the tool schema, as bare ones do.
-        return "qwen3_coder" if text.startswith("<function=", skip_whitespace(text, start + len(OPEN))) else "hermes"
+        return (
+            "qwen3_coder"
+            if text.startswith("<function=", skip_whitespace(text, start + len(HERMES_OPEN)))
+            else "hermes"
+        )
     if "<function=" in text:
         return "qwen3_coder"
     if "[TOOL_CALLS]" in text:

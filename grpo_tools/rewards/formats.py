@@ -29,7 +29,7 @@ from grpo_tools.rewards.toolcall import (
 __all__: list[str] = []  # read through `grpo_tools.rewards.calls.PARSERS`
 
 _set_name, _set_arguments = ToolCall.name.__set__, ToolCall.arguments.__set__
-OPEN, _CLOSE = "<tool_call>", "</tool_call>"
+HERMES_OPEN, _HERMES_CLOSE = "<tool_call>", "</tool_call>"
 
 
 _NOT_FLOATS = frozenset({str, int, bool, type(None)})  # argument values orjson reads exactly as `json` does
@@ -41,12 +41,12 @@ def well_formed_hermes_calls(text: str, unstripped: bool = False) -> tuple[ToolC
     `{"name", "arguments": {...}}` object. None for anything else, which the full reader below takes (a `</tool_call>`
     inside a string value cuts its block short, so it lands there too; so does a text orjson would read otherwise
     than `json`; so, when `unstripped`, does reasoning, which `_strip_reasoning` finds only before the first block)."""
-    blocks = text.split(OPEN)
+    blocks = text.split(HERMES_OPEN)
     if len(blocks) == 1 or (unstripped and "think>" in blocks[0]):
         return None
     calls, floats = [], False  # floats: whether some arguments hold a float, or a list or object that may hold one
     for block in blocks[1:]:
-        body, closed, _ = block.partition(_CLOSE)
+        body, closed, _ = block.partition(_HERMES_CLOSE)
         if not closed:
             return None
         try:
@@ -80,15 +80,15 @@ def parse_hermes(text: str, tools: Any = None) -> Parsed:
     calls: list[ToolCall] = []
     errors: list[str] = []
     position = 0
-    while (start := text.find(OPEN, position)) >= 0:
-        body = skip_whitespace(text, start + len(OPEN))
+    while (start := text.find(HERMES_OPEN, position)) >= 0:
+        body = skip_whitespace(text, start + len(HERMES_OPEN))
         if text.startswith("<function=", body):
-            close = text.find(_CLOSE, body)
+            close = text.find(_HERMES_CLOSE, body)
             end = len(text) if close < 0 else close
             more_calls, more_errors = parse_qwen3_coder(text[body:end], tools)
             calls += more_calls
             errors += more_errors
-            position = end + len(_CLOSE)
+            position = end + len(_HERMES_CLOSE)
             continue
         try:
             # raw_decode reads exactly one JSON value, so "</tool_call>" inside a string value does not end the block.
@@ -97,14 +97,14 @@ def parse_hermes(text: str, tools: Any = None) -> Parsed:
             position = _parse_literal_block(text, body, calls, errors)
             continue
         close = skip_whitespace(text, after)
-        if text.startswith(_CLOSE, close):
-            position = close + len(_CLOSE)
+        if text.startswith(_HERMES_CLOSE, close):
+            position = close + len(_HERMES_CLOSE)
         elif close == len(text):  # the closing tag is missing but the call is complete: accept it
             position = close
         else:
             errors.append("unexpected text after the call inside <tool_call>")
-            next_close = text.find(_CLOSE, close)
-            position = len(text) if next_close < 0 else next_close + len(_CLOSE)
+            next_close = text.find(_HERMES_CLOSE, close)
+            position = len(text) if next_close < 0 else next_close + len(_HERMES_CLOSE)
             continue
         calls_from_value(value, calls, errors)
     return calls, errors
@@ -114,10 +114,10 @@ def _parse_literal_block(text: str, body: int, calls: list[ToolCall], errors: li
     """Read a `<tool_call>` block that is not JSON as a Python literal; return where parsing resumes."""
     if not text.startswith(("{", "["), body):
         errors.append("<tool_call> block does not hold a JSON object")
-        close = text.find(_CLOSE, body)
-        return len(text) if close < 0 else close + len(_CLOSE)
+        close = text.find(_HERMES_CLOSE, body)
+        return len(text) if close < 0 else close + len(_HERMES_CLOSE)
     # A single-quoted string value may itself hold "</tool_call>": try the next few closing tags in turn.
-    close = text.find(_CLOSE, body)
+    close = text.find(_HERMES_CLOSE, body)
     for _ in range(MAX_CLOSE_CANDIDATES):
         end = len(text) if close < 0 else close
         try:
@@ -125,13 +125,13 @@ def _parse_literal_block(text: str, body: int, calls: list[ToolCall], errors: li
         except NotALiteral:
             if close < 0:
                 break
-            close = text.find(_CLOSE, close + len(_CLOSE))
+            close = text.find(_HERMES_CLOSE, close + len(_HERMES_CLOSE))
             continue
         calls_from_value(value, calls, errors)
-        return len(text) if close < 0 else close + len(_CLOSE)
+        return len(text) if close < 0 else close + len(_HERMES_CLOSE)
     errors.append("<tool_call> block is not valid JSON (truncated or malformed)")
-    close = text.find(_CLOSE, body)
-    return len(text) if close < 0 else close + len(_CLOSE)
+    close = text.find(_HERMES_CLOSE, body)
+    return len(text) if close < 0 else close + len(_HERMES_CLOSE)
 
 
 def _parse_json_sequence(text: str) -> Parsed:

@@ -113,7 +113,7 @@ def load_literal(text: str, where: str) -> Any:
 DECODER = json.JSONDecoder()
 
 
-def assistant(content: str, calls: Sequence[ToolCall]) -> dict[str, Any]:
+def assistant_message(content: str, calls: Sequence[ToolCall]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = [
@@ -129,7 +129,7 @@ def parsed_calls(text: Any, format: str, where: str) -> list[ToolCall]:
     return list(result.calls)
 
 
-def canonical(
+def canonical_row(
     row_id: str,
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]],
@@ -166,7 +166,7 @@ def conversation_rows(base_id: str, messages: list[dict[str, Any]], tools: list[
                 raise ConversionError(f"assistant turn {turn} comes before any other message")
             try:
                 history, offered = copy.deepcopy(messages[:position]), copy.deepcopy(tools)
-                rows.append(canonical(f"{base_id}-{turn}", history, offered, calls))
+                rows.append(canonical_row(f"{base_id}-{turn}", history, offered, calls))
             except ConversionError as error:
                 raise ConversionError(f"assistant turn {turn}: {error}") from None
         turn += 1

@@ -12,7 +12,7 @@ from typing import Any
 from grpo_tools.data.converters.base import (
     ConversionError,
     SourceContext,
-    canonical,
+    canonical_row,
     canonical_tools,
     require,
     source_id,
@@ -41,17 +41,17 @@ def _first_acceptable(values: Any, where: str) -> tuple[bool, Any]:
     if not isinstance(values, list):
         raise ConversionError(f"{where}: expected a list of acceptable values, got {values!r}")
     given, value = _first_of(values)  # "" means "may be left out": the gold answer gives the first real value
-    return given, plain(value)
+    return given, plain_value(value)
 
 
-def plain(option: Any) -> Any:
+def plain_value(option: Any) -> Any:
     """One acceptable value as a call gives it. BFCL writes an object (a parameter's value, or an element of a list of
     objects) with each key mapped to its own acceptable values; the gold answer takes the first of each. Inside those
     values everything is plain, as BFCL compares them (`dict_checker` and `list_dict_checker` go one level deep)."""
     if isinstance(option, dict):
         return {key: first for key, (given, first) in ((k, _first_of(v)) for k, v in option.items()) if given}
     if isinstance(option, list):
-        return [plain(element) if isinstance(element, dict) else element for element in option]
+        return [plain_value(element) if isinstance(element, dict) else element for element in option]
     return option
 
 
@@ -80,13 +80,13 @@ def convert_bfcl(row: Mapping[str, Any], index: int, context: SourceContext) -> 
     messages = _bfcl_messages(row.get("question"))
     tools = canonical_tools(require(row, "function", list), "function")
     if context.category == "irrelevance":
-        return [canonical(row_id, messages, tools, [], category="irrelevance")]
+        return [canonical_row(row_id, messages, tools, [], category="irrelevance")]
     truth = context.ground_truth.get(row_id)
     if truth is None:
         raise ConversionError(f"no possible answer with id {row_id!r} in the answers file")
     possible = require(truth, "ground_truth", list)
     calls = [_bfcl_call(entry, f"ground_truth[{i}]") for i, entry in enumerate(possible)]
-    return [canonical(row_id, messages, tools, calls, possible_answers=possible, category=context.category)]
+    return [canonical_row(row_id, messages, tools, calls, possible_answers=possible, category=context.category)]
 
 
 _BFCL_CATEGORIES = {"simple", "multiple", "parallel", "parallel_multiple", "irrelevance"}

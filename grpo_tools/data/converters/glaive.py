@@ -11,7 +11,7 @@ from grpo_tools.data.converters.base import (
     DECODER,
     ConversionError,
     SourceContext,
-    assistant,
+    assistant_message,
     canonical_tools,
     conversation_rows,
     parsed_calls,
@@ -58,7 +58,7 @@ def convert_glaive(row: Mapping[str, Any], index: int, context: SourceContext) -
             calls = parsed_calls(payload, "json", where)
             if not calls:
                 raise ConversionError(f"{where}: <functioncall> holds no call")
-            messages.append(assistant(before.strip(), calls))
+            messages.append(assistant_message(before.strip(), calls))
         else:
             messages.append({"role": "assistant", "content": text})
     return conversation_rows(source_id(row, index), messages, tools)

@@ -9,7 +9,7 @@ from typing import Any
 from grpo_tools.data.converters.base import (
     ConversionError,
     SourceContext,
-    assistant,
+    assistant_message,
     canonical_tools,
     conversation_rows,
     load_literal,
@@ -50,7 +50,7 @@ def convert_hermes(row: Mapping[str, Any], index: int, context: SourceContext) -
         elif role == "assistant" and "<tool_call>" in value:
             where = f"assistant turn {sum(m['role'] == 'assistant' for m in messages)}"
             content = re.sub(r"<tool_call>.*?(?:</tool_call>|\Z)", "", value, flags=re.DOTALL).strip()
-            messages.append(assistant(content, parsed_calls(value, "hermes", where)))
+            messages.append(assistant_message(content, parsed_calls(value, "hermes", where)))
         else:
             messages.append({"role": role, "content": value.strip()})
     return conversation_rows(source_id(row, index), messages, canonical_tools(definitions, "system <tools>"))

@@ -8,7 +8,7 @@ from typing import Any
 from grpo_tools.data.converters.base import (
     ConversionError,
     SourceContext,
-    assistant,
+    assistant_message,
     canonical_tools,
     conversation_rows,
     parsed_calls,
@@ -30,7 +30,7 @@ def _openai_message(message: Any, where: str) -> dict[str, Any]:
     if message["role"] == "assistant":
         raw_calls = message.get("tool_calls") or []
         calls = parsed_calls({"tool_calls": raw_calls}, "openai", where) if raw_calls else []
-        converted = assistant(content, calls)
+        converted = assistant_message(content, calls)
         for raw, call in zip(raw_calls, converted.get("tool_calls", []), strict=True):
             if isinstance(raw, dict) and "id" in raw:
                 # Templates that pair each result with its call (Mistral's) need the call ids.

@@ -10,7 +10,7 @@ from typing import Any
 from grpo_tools.data.converters.base import (
     DECODER,
     SourceContext,
-    assistant,
+    assistant_message,
     canonical_tools,
     conversation_rows,
     parsed_calls,
@@ -59,7 +59,7 @@ def convert_toolace(row: Mapping[str, Any], index: int, context: SourceContext) 
             continue  # a second system prompt would be an instruction like the first, which is dropped too
         if role == "assistant" and text.startswith("[") and text.endswith("]"):
             where = f"assistant turn {sum(m['role'] == 'assistant' for m in messages)}"
-            messages.append(assistant("", _pythonic_calls(text, tools, where)))
+            messages.append(assistant_message("", _pythonic_calls(text, tools, where)))
         else:
             messages.append({"role": role, "content": text})
     return conversation_rows(source_id(row, index), messages, tools)

@@ -8,7 +8,7 @@ from typing import Any
 from grpo_tools.data.converters.base import (
     ConversionError,
     SourceContext,
-    canonical,
+    canonical_row,
     canonical_tools,
     gold_call,
     load_json,
@@ -26,4 +26,4 @@ def convert_xlam(row: Mapping[str, Any], index: int, context: SourceContext) -> 
     if not isinstance(answers, list):
         raise ConversionError(f"answers: expected a list of calls, got {type(answers).__name__}")
     calls = [gold_call(answer, f"answers[{i}]") for i, answer in enumerate(answers)]
-    return [canonical(source_id(row, index), [{"role": "user", "content": query}], tools, calls)]
+    return [canonical_row(source_id(row, index), [{"role": "user", "content": query}], tools, calls)]
