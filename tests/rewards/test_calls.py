@@ -297,7 +297,7 @@ MARKERS = ["<tool_call>", "</tool_call>", "{", "}", "[", "]", '"name"', ":", ","
            "</function>", "<think>", "</think>", ";", "f", "1", "true", "\\", "\n"]  # fmt: skip
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(st.text(max_size=300), st.lists(st.sampled_from(MARKERS), max_size=60).map("".join)))
 def test_arbitrary_text_never_raises(text):
     result = parse_tool_calls(text)
@@ -314,7 +314,7 @@ JSON_VALUES = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     st.text(min_size=1, max_size=20).filter(str.strip), st.dictionaries(st.text(max_size=10), JSON_VALUES, max_size=5)
 )
