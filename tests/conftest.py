@@ -1,5 +1,5 @@
-"""Shared fixtures: the tiny offline model (built once per test session), small canonical datasets, and the
-provenance record of the SmolLM2 conversion."""
+"""Shared fixtures: the tiny offline model and its tokenizer (built once per test session), two hand-written rows,
+small canonical datasets, and the provenance record of the SmolLM2 conversion."""
 
 import json
 import os
@@ -26,6 +26,14 @@ def tiny_model_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tokenizer(tiny_model_dir):
+    """The tiny model's tokenizer, with its tool-calling chat template."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(scope="session")
 def smollm2_provenance():
     """The record the SmolLM2 conversion writes into its folder as `provenance.json`."""
     from grpo_tools.models.provenance import Provenance
@@ -37,6 +45,31 @@ def smollm2_provenance():
         license="apache-2.0",
         converted_by="python -m grpo_tools.models.smollm2 --out outputs/smollm2-135m",
     )
+
+
+@pytest.fixture
+def call_and_no_call_rows():
+    """Two canonical rows: a weather call with an enum argument, and a request no offered tool fits."""
+    return [
+        {
+            "id": "w-1",
+            "messages": [{"role": "user", "content": "Weather in Lyon, celsius?"}],
+            "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": {
+                "type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                "required": ["city"]}}}],
+            "answers": [{"name": "get_weather", "arguments": {"city": "Lyon", "unit": "celsius"}}],
+            "category": "simple",
+        },
+        {
+            "id": "t-1",
+            "messages": [{"role": "user", "content": "Tell me a joke."}],
+            "tools": [{"type": "function", "function": {"name": "set_timer", "description": "Timer.", "parameters": {
+                "type": "object", "properties": {"minutes": {"type": "integer"}}, "required": ["minutes"]}}}],
+            "answers": [],
+            "possible_answers": [],
+            "category": "irrelevance",
+        },
+    ]  # fmt: skip
 
 
 @pytest.fixture(scope="session")

@@ -5,63 +5,35 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from transformers import AutoTokenizer
 
 from grpo_tools.data.prompts import NO_CALL_REPLY, gold_message, load_rows, prompt_dataset, render_prompt
 from grpo_tools.data.rows import DataError
 from grpo_tools.rewards import tool_exact_reward
 
 
-ROWS = [
-    {
-        "id": "w-1",
-        "messages": [{"role": "user", "content": "Weather in Lyon, celsius?"}],
-        "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": {
-            "type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-            "required": ["city"]}}}],
-        "answers": [{"name": "get_weather", "arguments": {"city": "Lyon", "unit": "celsius"}}],
-        "category": "simple",
-    },
-    {
-        "id": "t-1",
-        "messages": [{"role": "user", "content": "Tell me a joke."}],
-        "tools": [{"type": "function", "function": {"name": "set_timer", "description": "Timer.", "parameters": {
-            "type": "object", "properties": {"minutes": {"type": "integer"}}, "required": ["minutes"]}}}],
-        "answers": [],
-        "possible_answers": [],
-        "category": "irrelevance",
-    },
-]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model_dir):
-    return AutoTokenizer.from_pretrained(tiny_model_dir)
-
-
-def test_each_prompt_lists_its_own_tools(tokenizer):
-    first, second = (render_prompt(tokenizer, row) for row in ROWS)
+def test_each_prompt_lists_its_own_tools(tokenizer, call_and_no_call_rows):
+    first, second = (render_prompt(tokenizer, row) for row in call_and_no_call_rows)
     assert "get_weather(city: string, unit: celsius|fahrenheit)" in first and "set_timer" not in first
     assert "set_timer(minutes: integer)" in second and "get_weather" not in second
     assert first.endswith("<|im_start|>assistant\n")
 
 
-def test_gold_message_layout():
-    assert gold_message(ROWS[0]) == {
+def test_gold_message_layout(call_and_no_call_rows):
+    assert gold_message(call_and_no_call_rows[0]) == {
         "role": "assistant",
         "content": "",
         "tool_calls": [
             {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Lyon", "unit": "celsius"}}}
         ],
     }
-    assert gold_message(ROWS[1]) == {"role": "assistant", "content": NO_CALL_REPLY}
+    assert gold_message(call_and_no_call_rows[1]) == {"role": "assistant", "content": NO_CALL_REPLY}
 
 
-def test_prompt_dataset_carries_reward_columns_as_json(tokenizer):
-    dataset = prompt_dataset(ROWS, tokenizer)
+def test_prompt_dataset_carries_reward_columns_as_json(tokenizer, call_and_no_call_rows):
+    dataset = prompt_dataset(call_and_no_call_rows, tokenizer)
     assert dataset.column_names == ["prompt", "id", "category", "tools", "answers", "possible_answers"]
-    assert json.loads(dataset[0]["tools"]) == ROWS[0]["tools"]
-    assert json.loads(dataset[0]["answers"]) == ROWS[0]["answers"]
+    assert json.loads(dataset[0]["tools"]) == call_and_no_call_rows[0]["tools"]
+    assert json.loads(dataset[0]["answers"]) == call_and_no_call_rows[0]["answers"]
     assert dataset[0]["possible_answers"] is None
     columns = {name: dataset[name] for name in ("tools", "answers", "possible_answers")}
     completions = ['[get_weather(city="Lyon", unit="celsius")]', "No joke tools here."]
@@ -80,18 +52,18 @@ class BosTokenizer:
         return SimpleNamespace(input_ids=[1, 5, 6])
 
 
-def test_bos_written_by_the_template_is_not_doubled():
-    assert render_prompt(BosTokenizer(), ROWS[0]) == "[user] Weather in Lyon, celsius? [assistant]"
+def test_bos_written_by_the_template_is_not_doubled(call_and_no_call_rows):
+    assert render_prompt(BosTokenizer(), call_and_no_call_rows[0]) == "[user] Weather in Lyon, celsius? [assistant]"
 
 
-def test_load_rows_reports_every_bad_row(tmp_path):
+def test_load_rows_reports_every_bad_row(tmp_path, call_and_no_call_rows):
     path = tmp_path / "rows.jsonl"
     bad = {
-        **ROWS[0],
+        **call_and_no_call_rows[0],
         "id": "w-2",
         "answers": [{"name": "get_weather", "arguments": {"city": "Lyon", "unit": "kelvin"}}],
     }
-    path.write_text(json.dumps(ROWS[0]) + "\nnot json\n" + json.dumps(bad) + "\n")
+    path.write_text(json.dumps(call_and_no_call_rows[0]) + "\nnot json\n" + json.dumps(bad) + "\n")
     with pytest.raises(DataError) as error:
         load_rows(path)
     message = str(error.value)
@@ -99,9 +71,9 @@ def test_load_rows_reports_every_bad_row(tmp_path):
     assert "row 3 (id=w-2): answers[0].arguments.unit: 'kelvin' is not one of" in message
 
 
-def test_load_rows_limit_and_missing_file(tmp_path):
+def test_load_rows_limit_and_missing_file(tmp_path, call_and_no_call_rows):
     path = tmp_path / "rows.jsonl"
-    path.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    path.write_text("".join(json.dumps(row) + "\n" for row in call_and_no_call_rows))
     assert [row["id"] for row in load_rows(path, limit=1)] == ["w-1"]
     with pytest.raises(DataError, match=r"nope\.jsonl: no such file"):
         load_rows(tmp_path / "nope.jsonl")

@@ -531,13 +531,6 @@ def scripted_turn(tokenizer: Any, ids: list[int]) -> list[int]:
     return tokenizer.encode(SCRIPTS[script][turn], add_special_tokens=False)
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model_dir)
-
-
 def scripted_trainer(tiny_model_dir: str, tokenizer: Any, output_dir: Path, seen: list, **overrides: Any) -> Any:
     from grpo_tools.training.configs import ToolGRPOConfig
     from grpo_tools.training.trainer import ToolGRPOTrainer
