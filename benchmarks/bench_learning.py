@@ -4,9 +4,10 @@ the recipe's initial beta, 10x that), several seeds each; plotted to PNG.
 
 Every run is the recipe (`recipes/tiny/grpo/cpu.yaml` by default, read by trl's `TrlParser` as `grpo-tools train`
 reads it) with command-line overrides: `--adaptive_kl false --beta B` for the fixed arms, `--seed S`, `--max_steps N`.
-The supervised warm start does not depend on the KL setting, so it runs once (the recipe's seed) and every GRPO run
-starts from it; it is kept in the work folder and reused by later invocations (`--fresh` redoes it). The seeds vary
-GRPO's sampling, data order and LoRA initialisation.
+The supervised warm start does not depend on the KL setting, so it runs once (the recipe's seed, as `grpo-tools
+train` runs it: on `warmup_sft_data` where the recipe names one) and every GRPO run starts from it; it is kept in the
+work folder and reused by later invocations (`--fresh` redoes it). The seeds vary GRPO's sampling, data order and
+LoRA initialisation.
 
 Every `--eval-every` steps a callback generates greedily for the held-out rows (`generate_completions`, as
 `grpo-tools eval` does) and scores them with the recipe's rewards: accuracy is `tool_exact` (the recipe's
@@ -25,6 +26,11 @@ runs side by side finish the whole benchmark in about half the time, and every a
         [--arms adaptive fixed-0 fixed-init fixed-10x] [--output benchmarks/results/learning.json] [RECIPE OVERRIDES]
 
 Any other `--key value` is passed to the recipe parser, e.g. `--warmup_sft_epochs 1` for a quick look.
+
+A long benchmark can run in parts, some seeds at a time from the same warm start, each part to its own `--output`;
+`--merge` then trains nothing and writes one table and plot for all of them:
+
+    .venv/bin/python benchmarks/bench_learning.py --merge part1.json part2.json --output learning.json
 """
 
 from __future__ import annotations
@@ -127,24 +133,30 @@ def _eval_callback(tokenizer: Any, rows: list[dict], script_args: Any, training_
 def warm_start_once(
     recipe: str, overrides: list[str], work_dir: Path, train_rows: list[dict], fresh: bool
 ) -> tuple[str, float | None]:
-    """The recipe's supervised warm start, run once into `work_dir/warmup`, or reused when that folder holds one made
-    from the same recipe text, overrides and base model weights; returns its folder and the seconds it took (None when
-    reused)."""
+    """The recipe's supervised warm start, run once into `work_dir/warmup` as `grpo-tools train` runs it (on
+    `warmup_sft_data` where the recipe names it, LoRA merged with `warmup_sft_peft`), or reused when that folder holds
+    one made from the same settings, overrides, warm-start rows and base model weights; returns its folder and the
+    seconds it took (None when reused). The settings are compared as parsed YAML, so a comment does not count."""
     import hashlib
 
+    import yaml
     from transformers import AutoTokenizer
 
     from grpo_tools.models.tiny import build_tiny_model
-    from grpo_tools.training.warm_start import warm_start
+    from grpo_tools.training.warm_start import warm_started_model
 
     script_args, training_args, model_args = parse_recipe(recipe, [*overrides, "--output_dir", str(work_dir)])
     model_path = model_args.model_name_or_path
     if not Path(model_path).exists() and Path(model_path).name == "tiny-model":
         build_tiny_model(model_path, seed=0)  # what `make train` does first
     weights = sorted(Path(model_path).glob("*.safetensors"))
+    warm_rows = script_args.warmup_sft_data or script_args.dataset_name
     key = {
-        "recipe": Path(recipe).read_text(),
+        "recipe": yaml.safe_load(Path(recipe).read_text()),
         "overrides": overrides,
+        "warm_start_rows": hashlib.sha256(Path(warm_rows).read_bytes()).hexdigest()
+        if warm_rows and Path(warm_rows).is_file()
+        else warm_rows,
         "base_weights": [hashlib.sha256(path.read_bytes()).hexdigest() for path in weights] or model_path,
     }
     folder = work_dir / "warmup"
@@ -156,7 +168,7 @@ def warm_start_once(
     start = time.perf_counter()
     training_args.disable_tqdm = True
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    warm_start(model_path, tokenizer, train_rows, script_args, training_args, str(folder))
+    warm_started_model(model_path, tokenizer, train_rows, script_args, training_args, model_args)
     marker.write_text(json.dumps(key))
     return str(folder), time.perf_counter() - start
 
@@ -413,27 +425,45 @@ def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     return path
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--recipe", default=str(RECIPE))
-    parser.add_argument("--max-steps", type=int, help="GRPO steps per run (default: the recipe's)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
-    parser.add_argument("--eval-every", type=int, default=10, help="steps between held-out evaluations")
-    parser.add_argument("--work-dir", default=str(REPO / "outputs" / "bench-learning"), help="runs and warm start")
-    parser.add_argument("--fresh", action="store_true", help="redo the warm start even if the work folder has one")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default); see the docstring")
-    parser.add_argument("--jobs", type=int, default=1, help="GRPO runs at once, one process each (default: 1)")
-    parser.add_argument("--output", default=str(RESULTS / "learning.json"), help="JSON; the PNG goes next to it")
-    args, overrides = parser.parse_known_args()
-    print(
-        f"learning: {len(args.arms)} arms x {len(args.seeds)} seeds of {args.recipe}"
-        f"{' ' + ' '.join(overrides) if overrides else ''}, held-out evaluation every {args.eval_every} steps",
-        flush=True,
-    )
-    result = run(args.recipe, tuple(args.seeds), tuple(args.arms), args.max_steps, args.eval_every, args.work_dir,
-                 tuple(overrides), args.fresh, args.threads or None, jobs=args.jobs)  # fmt: skip
-    result["summary"] = summary_table(result)
+# What results must share to be merged: the same recipe run the same way from the same warm start.
+MERGE_KEYS = ("recipe", "overrides", "initial_beta", "max_steps", "eval_every", "eval_rows")
+
+
+def merge_results(results: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
+    """Several invocations' results as one, e.g. seeds run in different sessions: the runs of all of them, their seeds
+    and arms. Raises ValueError naming the file where a setting or the warm start's held-out accuracy differs from
+    the first file's, or where an arm and seed pair was already in an earlier file."""
+    first = results[0]
+    if not isinstance(first, dict) or "warm_start" not in first:
+        raise ValueError(f"{names[0]}: not a result of this benchmark")
+    merged = {**first, "runs": [], "seeds": [], "arms": [], "merged_from": names, "total_seconds": 0.0}
+    seen: dict[tuple[str, int], str] = {}
+    for result, name in zip(results, names, strict=True):
+        missing = [key for key in (*MERGE_KEYS, "warm_start", "runs", "total_seconds") if key not in result]
+        if missing:
+            raise ValueError(f"{name}: not a result of this benchmark (no {', '.join(missing)})")
+        for key in MERGE_KEYS:
+            if result[key] != first[key]:
+                raise ValueError(f"{name}: {key} is {result[key]!r}, but {names[0]} has {first[key]!r}")
+        if result["warm_start"]["accuracy"] != first["warm_start"]["accuracy"]:
+            raise ValueError(
+                f"{name}: the warm start's held-out accuracy is {result['warm_start']['accuracy']}, "
+                f"but {names[0]} has {first['warm_start']['accuracy']}: not the same warm start"
+            )
+        for run_ in result["runs"]:
+            pair = (run_["arm"], run_["seed"])
+            if pair in seen:
+                raise ValueError(f"{name}: {pair[0]} seed {pair[1]} is also in {seen[pair]}")
+            seen[pair] = name
+            merged["runs"].append(run_)
+        merged["total_seconds"] += result["total_seconds"]
+    merged["seeds"] = sorted({run_["seed"] for run_ in merged["runs"]})
+    merged["arms"] = [arm for arm in ARMS if any(run_["arm"] == arm for run_ in merged["runs"])]
+    merged["runs"].sort(key=lambda run_: (run_["seed"], merged["arms"].index(run_["arm"])))
+    return merged
+
+
+def print_summary(result: dict[str, Any]) -> None:
     warm = result["warm_start"]
     took = "reused" if warm["seconds"] is None else f"{warm['seconds']:.0f} s"
     print(f"\nwarm start: {took}, held-out accuracy {warm['accuracy']:.3f}, mean reward {warm['mean_reward']:.3f}\n")
@@ -449,6 +479,49 @@ def main() -> None:
             f" {gain[0]:>+8.3f} ({gain[1]:+.3f} to {gain[2]:+.3f})"
             f" {reward[0]:>10.3f} ({reward[1]:.3f}-{reward[2]:.3f}) {row['train_seconds']:>8.0f} {kl:>8}"
         )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--recipe", default=str(RECIPE))
+    parser.add_argument("--max-steps", type=int, help="GRPO steps per run (default: the recipe's)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    parser.add_argument("--eval-every", type=int, default=10, help="steps between held-out evaluations")
+    parser.add_argument("--work-dir", default=str(REPO / "outputs" / "bench-learning"), help="runs and warm start")
+    parser.add_argument("--fresh", action="store_true", help="redo the warm start even if the work folder has one")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default); see the docstring")
+    parser.add_argument("--jobs", type=int, default=1, help="GRPO runs at once, one process each (default: 1)")
+    parser.add_argument("--output", default=str(RESULTS / "learning.json"), help="JSON; the PNG goes next to it")
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="JSON",
+        help="train nothing: combine the results of earlier invocations (same recipe, settings and warm start, "
+        "different seeds or arms) into --output and its plot",
+    )
+    args, overrides = parser.parse_known_args()
+    if args.merge:
+        results = []
+        for name in args.merge:
+            try:
+                results.append(json.loads(Path(name).read_text()))
+            except (OSError, ValueError) as error:
+                parser.exit(2, f"bench_learning.py --merge: {name}: {error}\n")
+        try:
+            result = merge_results(results, args.merge)
+        except ValueError as error:
+            parser.exit(2, f"bench_learning.py --merge: {error}\n")
+    else:
+        print(
+            f"learning: {len(args.arms)} arms x {len(args.seeds)} seeds of {args.recipe}"
+            f"{' ' + ' '.join(overrides) if overrides else ''}, held-out evaluation every {args.eval_every} steps",
+            flush=True,
+        )
+        result = run(args.recipe, tuple(args.seeds), tuple(args.arms), args.max_steps, args.eval_every,
+                     args.work_dir, tuple(overrides), args.fresh, args.threads or None, jobs=args.jobs)  # fmt: skip
+    result["summary"] = summary_table(result)
+    print_summary(result)
     output = write_result(args.output, result)
     figure = plot(result, output.with_suffix(".png"))
     print(f"\nwrote {output} and {figure} ({result['total_seconds'] / 60:.1f} min in all)")

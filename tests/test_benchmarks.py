@@ -6,6 +6,7 @@ learning plot draws every arm, and the statistics they share are right."""
 import importlib
 import json
 import math
+import re
 import subprocess
 import sys
 import threading
@@ -135,11 +136,7 @@ def fake_learning_result():
 
 
 def test_learning_summary_and_plot(tmp_path):
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        learning = importlib.import_module("bench_learning")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    learning = learning_module()
     result = fake_learning_result()
     summary = {row["arm"]: row for row in learning.summary_table(result)}
     assert summary["adaptive"]["accuracy"] == pytest.approx([0.305, 0.3, 0.31])  # mean, min, max of the seeds
@@ -148,6 +145,85 @@ def test_learning_summary_and_plot(tmp_path):
     assert summary["fixed-0"]["final_kl"] is None and math.isclose(summary["adaptive"]["final_kl"], 0.01)
     path = learning.plot(result, tmp_path / "learning.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
+
+
+def learning_module():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return importlib.import_module("bench_learning")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_learning_results_of_separate_invocations_merge_into_one(tmp_path):
+    learning = learning_module()
+    whole = fake_learning_result()
+    parts = []
+    for seed in (1, 0):  # seed 1 ran first, in its own invocation
+        part = {**whole, "seeds": [seed], "runs": [run for run in whole["runs"] if run["seed"] == seed]}
+        warm_start = {"folder": "work/warmup", "seconds": None, "accuracy": 0.2, "mean_reward": 0.5}
+        part.update(overrides=[], max_steps=10, eval_every=5, warm_start=warm_start, total_seconds=60.0)
+        parts.append(part)
+    merged = learning.merge_results(parts, ["seed1.json", "seed0.json"])
+    assert merged["seeds"] == [0, 1] and merged["arms"] == ["adaptive", "fixed-0"]
+    assert [(run["arm"], run["seed"]) for run in merged["runs"]] == [
+        ("adaptive", 0), ("fixed-0", 0), ("adaptive", 1), ("fixed-0", 1)
+    ]  # fmt: skip
+    assert merged["total_seconds"] == 120.0 and merged["merged_from"] == ["seed1.json", "seed0.json"]
+    summary = {row["arm"]: row for row in learning.summary_table(merged)}
+    assert summary == {row["arm"]: row for row in learning.summary_table(whole)}
+    with pytest.raises(ValueError, match=re.escape("seed0.json: max_steps is 20, but seed1.json has 10")):
+        learning.merge_results([parts[0], {**parts[1], "max_steps": 20}], ["seed1.json", "seed0.json"])
+    with pytest.raises(ValueError, match=re.escape("b.json: the warm start's held-out accuracy is 0.3")):
+        learning.merge_results(
+            [parts[0], {**parts[1], "warm_start": {**warm_start, "accuracy": 0.3}}], ["a.json", "b.json"]
+        )
+    with pytest.raises(ValueError, match=re.escape("b.json: adaptive seed 1 is also in a.json")):
+        learning.merge_results([parts[0], parts[0]], ["a.json", "b.json"])
+
+    # on the command line: the merged JSON and plot, or one line naming the file
+    (tmp_path / "seed1.json").write_text(json.dumps(parts[0]))
+    (tmp_path / "seed0.json").write_text(json.dumps(parts[1]))
+    script = [sys.executable, str(BENCHMARKS / "bench_learning.py"), "--merge"]
+    done = subprocess.run(
+        [*script, str(tmp_path / "seed1.json"), str(tmp_path / "seed0.json"), "--output", str(tmp_path / "all.json")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "all.json").read_text())["seeds"] == [0, 1]
+    assert (tmp_path / "all.png").stat().st_size > 20_000
+    (tmp_path / "broken.json").write_text('{"runs": [')
+    done = subprocess.run(
+        [*script, str(tmp_path / "seed1.json"), str(tmp_path / "broken.json"), "--output", str(tmp_path / "x.json")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"bench_learning.py --merge: {tmp_path / 'broken.json'}: ")
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_learning_warm_start_runs_as_train_does_and_is_reused(tiny_model_dir, call_and_no_call_rows, tmp_path):
+    """The benchmark's warm start trains on the recipe's `warmup_sft_data` with its LoRA settings, as `grpo-tools
+    train` does, and a later invocation reuses it unless a setting or the warm-start rows changed."""
+    learning = learning_module()
+    warm_rows = tmp_path / "warm.jsonl"
+    warm_rows.write_text("".join(json.dumps(row) + "\n" for row in call_and_no_call_rows))
+    recipe = tmp_path / "recipe.yaml"
+    settings = [
+        f"model_name_or_path: {tiny_model_dir}", "use_peft: true", "lora_r: 4", "lora_target_modules: all-linear",
+        "dataset_name: data/tool_calls_train.jsonl", f"warmup_sft_data: {warm_rows}", "warmup_sft_peft: true",
+        "warmup_sft_epochs: 1", "warmup_sft_batch_size: 2", "use_cpu: true", "report_to: none",
+    ]  # fmt: skip
+    recipe.write_text("\n".join(settings) + "\n")
+    work = tmp_path / "work"
+    folder, seconds = learning.warm_start_once(str(recipe), [], work, [], fresh=False)
+    assert folder == str(work / "warmup") and seconds > 0
+    assert (work / "warmup" / "model.safetensors").exists()  # the adapter is merged: a plain model
+    assert not (work / "warmup" / "adapter_config.json").exists()
+    recipe.write_text("# a comment changes nothing\n" + recipe.read_text())
+    assert learning.warm_start_once(str(recipe), [], work, [], fresh=False) == (folder, None)
+    warm_rows.write_text(warm_rows.read_text().splitlines(keepends=True)[0])  # one row fewer
+    assert learning.warm_start_once(str(recipe), [], work, [], fresh=False)[1] > 0
 
 
 @pytest.mark.slow
