@@ -98,7 +98,8 @@ eval-bfcl: $(STAMP)
 # runs at a time, held-out evaluation at the end of each run; JSON and PNG in benchmarks/results/learning-smollm2.*.
 # About 2 hours on 2 CPU cores (one seed of the four arms took 39 min); BENCH_ARGS narrows it, e.g.
 # BENCH_ARGS="--arms adaptive fixed-0 --seeds 1 2". The warm start is done once, kept in
-# outputs/bench-learning-smollm2/ and reused by the next run.
+# outputs/bench-learning-smollm2/ and reused by the next run. Parts run with their own --output in BENCH_ARGS combine
+# into one table and plot with `.venv/bin/python benchmarks/bench_learning.py --merge PART.json ... --output ALL.json`.
 BENCH_ARGS ?=
 bench-learning: $(SMOLLM2)/config.json
 	$(BIN)/python benchmarks/bench_learning.py --recipe recipes/SmolLM2-135M-Instruct/grpo/cpu.yaml --jobs 2 \
