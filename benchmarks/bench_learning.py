@@ -433,15 +433,16 @@ def merge_results(results: list[dict[str, Any]], names: list[str]) -> dict[str, 
     """Several invocations' results as one, e.g. seeds run in different sessions: the runs of all of them, their seeds
     and arms. Raises ValueError naming the file where a setting or the warm start's held-out accuracy differs from
     the first file's, or where an arm and seed pair was already in an earlier file."""
-    first = results[0]
-    if not isinstance(first, dict) or "warm_start" not in first:
-        raise ValueError(f"{names[0]}: not a result of this benchmark")
-    merged = {**first, "runs": [], "seeds": [], "arms": [], "merged_from": names, "total_seconds": 0.0}
-    seen: dict[tuple[str, int], str] = {}
     for result, name in zip(results, names, strict=True):
+        if not isinstance(result, dict):
+            raise ValueError(f"{name}: not a result of this benchmark (not a JSON object)")
         missing = [key for key in (*MERGE_KEYS, "warm_start", "runs", "total_seconds") if key not in result]
         if missing:
             raise ValueError(f"{name}: not a result of this benchmark (no {', '.join(missing)})")
+    first = results[0]
+    merged = {**first, "runs": [], "seeds": [], "arms": [], "merged_from": names, "total_seconds": 0.0}
+    seen: dict[tuple[str, int], str] = {}
+    for result, name in zip(results, names, strict=True):
         for key in MERGE_KEYS:
             if result[key] != first[key]:
                 raise ValueError(f"{name}: {key} is {result[key]!r}, but {names[0]} has {first[key]!r}")
@@ -502,6 +503,8 @@ def main() -> None:
     )
     args, overrides = parser.parse_known_args()
     if args.merge:
+        if overrides:
+            parser.error(f"--merge trains nothing, so it takes no recipe overrides: {' '.join(overrides)}")
         results = []
         for name in args.merge:
             try:

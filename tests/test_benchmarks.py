@@ -180,6 +180,9 @@ def test_learning_results_of_separate_invocations_merge_into_one(tmp_path):
         )
     with pytest.raises(ValueError, match=re.escape("b.json: adaptive seed 1 is also in a.json")):
         learning.merge_results([parts[0], parts[0]], ["a.json", "b.json"])
+    with pytest.raises(ValueError, match=re.escape("b.json: not a result of this benchmark (no runs)")):
+        learning.merge_results([parts[0], {key: value for key, value in parts[1].items() if key != "runs"}],
+                               ["a.json", "b.json"])  # fmt: skip
 
     # on the command line: the merged JSON and plot, or one line naming the file
     (tmp_path / "seed1.json").write_text(json.dumps(parts[0]))
