@@ -16,7 +16,11 @@ disabled as the reference, accelerate / DeepSpeed / FSDP). What this adds:
 - with `skip_zero_std_groups`, the reference pass and the policy's forward and backward passes run only on the
   completions of groups whose rewards differ: a group whose completions all score alike has advantage 0 everywhere,
   so it adds nothing to the policy gradient but its KL term, and on a small model those passes are most of a step's
-  cost (the filter of DAPO's dynamic sampling, Yu et al., 2025, without its resampling).
+  cost (the filter of DAPO's dynamic sampling, Yu et al., 2025, without its resampling);
+- on the CPU, log-probabilities from the LM head over the completion positions only. trl's fused LM head projects
+  every position, prompt included, whenever it cannot use its Triton kernels (fixed tile shapes keep compilers from
+  recompiling), about a quarter of a SmolLM2 step on 2 cores; a step of the SmolLM2 recipe
+  takes about a quarter less time this way (README, Performance).
 """
 
 from __future__ import annotations
@@ -210,6 +214,50 @@ class ToolGRPOTrainer(GRPOTrainer):
                 with use_adapter(model, adapter_name="ref" if "ref" in model.peft_config else None):
                     logps, _, _ = self._get_per_token_logps_and_entropies(self.model, **arguments)  # (B, T)
         return logps
+
+    def _get_per_token_logps_and_entropies(
+        self,
+        model: torch.nn.Module,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        logits_to_keep: int,
+        batch_size: int | None = None,
+        compute_entropy: bool = False,
+        compute_aux_loss: bool = False,
+        **inputs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Log-probabilities (and entropies) of the last `logits_to_keep` tokens of each row, as trl computes them.
+
+        On the CPU, for text-only inputs, the model's own LM head runs on those positions alone; elsewhere (Triton's
+        fused kernels, images, MoE auxiliary losses, an fp32 LM head under autocast) trl's computation runs.
+        """
+        extra = {key: value for key, value in inputs.items() if value is not None}
+        if input_ids.device.type != "cpu" or compute_aux_loss or extra or self.args.cast_lm_head_to_fp32:
+            return super()._get_per_token_logps_and_entropies(
+                model,
+                input_ids,
+                attention_mask,
+                logits_to_keep,
+                batch_size,
+                compute_entropy,
+                compute_aux_loss,
+                **inputs,
+            )
+        batch_size = batch_size or input_ids.size(0)
+        all_logps, all_entropies = [], []
+        for start in range(0, input_ids.size(0), batch_size):
+            ids, mask = input_ids[start : start + batch_size], attention_mask[start : start + batch_size]  # (b, L)
+            with self.accelerator.autocast():
+                # Position i predicts token i + 1: the logits of the last K + 1 positions, less the final one.
+                logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1).logits
+            logps = (logits[:, :-1].float() / self.temperature).log_softmax(dim=-1)  # (b, K, V)
+            padding = mask[:, -logits_to_keep:] == 0  # (b, K): scored 0, as trl scores them
+            targets = ids[:, -logits_to_keep:].unsqueeze(-1)  # (b, K, 1)
+            all_logps.append(logps.gather(-1, targets).squeeze(-1).masked_fill(padding, 0.0))  # (b, K)
+            if compute_entropy:
+                all_entropies.append((-(logps.exp() * logps).sum(dim=-1)).masked_fill(padding, 0.0))  # (b, K)
+        entropies = torch.cat(all_entropies, dim=0) if compute_entropy else None
+        return torch.cat(all_logps, dim=0), entropies, None
 
     def _informative_rows(self, local_rows: int) -> torch.Tensor:
         """This process's rows whose group's weighted rewards are not all equal, as a boolean mask."""

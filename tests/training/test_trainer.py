@@ -6,6 +6,7 @@ adaptive KL meaningless."""
 
 import math
 import os
+from functools import partial
 
 import pytest
 import torch
@@ -75,6 +76,43 @@ def test_reference_is_the_base_model_with_the_adapter_disabled(tiny_model_dir, s
         expected = torch.log_softmax(base(ids).logits, dim=-1)  # (1, T, V)
     torch.testing.assert_close(reference, expected)
     assert not torch.allclose(adapted, expected)  # the adapter does change the policy
+
+
+def test_cpu_log_probabilities_equal_trls_with_completion_positions_only(tiny_model_dir, small_data, tmp_path):
+    from trl import GRPOTrainer
+
+    trainer = make_trainer(tiny_model_dir, small_data["train"], tmp_path, temperature=0.7)
+    with torch.no_grad():
+        for name, parameter in trainer.model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.5)  # an adapter that changes the outputs, so its gradients are not trivial
+    tokenizer = trainer.processing_class
+    texts = ["Weather in Lyon?", "Convert 50 EUR to JPY, please, right now."]
+    prompt = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left")  # (2, P), left-padded
+    completion_ids = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 0, 0]])  # (2, 5); the second row ends early
+    completion_mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    input_ids = torch.cat([prompt.input_ids, completion_ids], dim=1)
+    attention_mask = torch.cat([prompt.attention_mask, completion_mask], dim=1)
+    adapter = [parameter for name, parameter in trainer.model.named_parameters() if "lora_" in name]
+
+    projected = []  # positions the LM head module projects, per call (trl's fused head reads its weight directly)
+    trainer.model.get_output_embeddings().register_forward_hook(lambda _, args, __: projected.append(args[0].size(1)))
+    results = []
+    for compute in (
+        trainer._get_per_token_logps_and_entropies,
+        partial(GRPOTrainer._get_per_token_logps_and_entropies, trainer),
+    ):
+        logps, entropies, _ = compute(trainer.model, input_ids, attention_mask, 5, batch_size=1, compute_entropy=True)
+        grads = torch.autograd.grad((logps * completion_mask).sum(), adapter)
+        results.append((logps, entropies, grads))
+    assert projected == [6, 6]  # ours: the 5 completion positions and the one before them, for each of the 2 rows
+    (ours, our_entropy, our_grads), (trls, trl_entropy, trl_grads) = results
+    assert ours.shape == trls.shape == (2, 5)
+    torch.testing.assert_close(ours, trls, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(our_entropy, trl_entropy, atol=1e-5, rtol=1e-4)
+    for our_grad, trl_grad in zip(our_grads, trl_grads, strict=True):
+        torch.testing.assert_close(our_grad, trl_grad, atol=1e-5, rtol=1e-4)
+    assert (ours[1, 3:] == 0).all() and (ours[0] < 0).all()  # padding scores 0, real tokens a log-probability
 
 
 def kl_run(model_dir, train_path, output_dir, **overrides):
