@@ -19,8 +19,7 @@ disabled as the reference, accelerate / DeepSpeed / FSDP). What this adds:
   cost (the filter of DAPO's dynamic sampling, Yu et al., 2025, without its resampling);
 - on the CPU, log-probabilities from the LM head over the completion positions only. trl's fused LM head projects
   every position, prompt included, whenever it cannot use its Triton kernels (fixed tile shapes keep compilers from
-  recompiling), about a quarter of a SmolLM2 step on 2 cores; a step of the SmolLM2 recipe
-  takes about a quarter less time this way (README, Performance).
+  recompiling); that was about a quarter of a SmolLM2 GRPO step on 2 cores (README, Performance).
 """
 
 from __future__ import annotations
