@@ -41,6 +41,10 @@ __all__ = ["KL_STATE_FILE", "ToolGRPOTrainer", "TrainingDivergedError"]
 
 logger = logging.getLogger(__name__)
 KL_STATE_FILE = "kl_controller.json"
+# The most logits (rows x completion positions x vocabulary) the CPU path below materialises at once; above it, trl's
+# fused LM head, which never holds them, runs instead. 2**28 float32 logits are 1 GiB, and the log-softmax kept for the
+# backward pass as much again; a SmolLM2 step holds 16 x 65 x 49,152 (about 2**25.6).
+MAX_CPU_LOGITS = 2**28
 # Inputs of vision-language models, which are not one row per completion and so cannot be filtered by row.
 _IMAGE_INPUTS = (
     "pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes", "image_position_ids",
@@ -227,11 +231,20 @@ class ToolGRPOTrainer(GRPOTrainer):
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """Log-probabilities (and entropies) of the last `logits_to_keep` tokens of each row, as trl computes them.
 
-        On the CPU, for text-only inputs, the model's own LM head runs on those positions alone; elsewhere (Triton's
-        fused kernels, images, MoE auxiliary losses, an fp32 LM head under autocast) trl's computation runs.
+        On the CPU, for text-only inputs, the model's own LM head runs on those positions alone. Elsewhere (Triton's
+        fused kernels, images, MoE auxiliary losses, an fp32 LM head under autocast), and where the batch's logits would
+        exceed `MAX_CPU_LOGITS` (this path holds them all until the backward pass; trl's never does), trl's
+        computation runs.
         """
         extra = {key: value for key, value in inputs.items() if value is not None}
-        if input_ids.device.type != "cpu" or compute_aux_loss or extra or self.args.cast_lm_head_to_fp32:
+        vocab = getattr(self.model.config.get_text_config(), "vocab_size", None) or MAX_CPU_LOGITS + 1
+        if (
+            input_ids.device.type != "cpu"
+            or compute_aux_loss
+            or extra
+            or self.args.cast_lm_head_to_fp32
+            or input_ids.size(0) * (logits_to_keep + 1) * vocab > MAX_CPU_LOGITS
+        ):
             return super()._get_per_token_logps_and_entropies(
                 model,
                 input_ids,

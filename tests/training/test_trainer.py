@@ -115,6 +115,24 @@ def test_cpu_log_probabilities_equal_trls_with_completion_positions_only(tiny_mo
     assert (ours[1, 3:] == 0).all() and (ours[0] < 0).all()  # padding scores 0, real tokens a log-probability
 
 
+def test_cpu_log_probabilities_too_large_to_hold_are_left_to_trl(tiny_model_dir, small_data, tmp_path, monkeypatch):
+    import grpo_tools.training.trainer as trainer_module
+
+    trainer = make_trainer(tiny_model_dir, small_data["train"], tmp_path)
+    vocab = trainer.model.config.get_text_config().vocab_size
+    projected = []
+    trainer.model.get_output_embeddings().register_forward_hook(lambda _, args, __: projected.append(args[0].size(1)))
+    input_ids = torch.randint(3, vocab, (4, 12))  # 4 rows, the last 5 tokens the completion
+    attention_mask = torch.ones_like(input_ids)
+    monkeypatch.setattr(trainer_module, "MAX_CPU_LOGITS", 4 * 6 * vocab)  # exactly what this batch needs: ours
+    ours, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, input_ids, attention_mask, 5)
+    assert projected == [6]
+    monkeypatch.setattr(trainer_module, "MAX_CPU_LOGITS", 4 * 6 * vocab - 1)  # one short: trl's fused head
+    trls, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, input_ids, attention_mask, 5)
+    assert projected == [6]  # the module was not called again
+    torch.testing.assert_close(ours, trls, atol=1e-5, rtol=1e-4)
+
+
 def kl_run(model_dir, train_path, output_dir, **overrides):
     # A constant, high learning rate and a reward any model can climb push the policy away from the reference fast.
     trainer = make_trainer(
