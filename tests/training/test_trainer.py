@@ -115,6 +115,57 @@ def test_cpu_log_probabilities_equal_trls_with_completion_positions_only(tiny_mo
     assert (ours[1, 3:] == 0).all() and (ours[0] < 0).all()  # padding scores 0, real tokens a log-probability
 
 
+def test_cpu_log_probabilities_share_each_prompts_forward_pass_among_its_completions(
+    tiny_model_dir, small_data, tmp_path
+):
+    from trl import GRPOTrainer
+
+    trainer = make_trainer(tiny_model_dir, small_data["train"], tmp_path, temperature=0.7)
+    with torch.no_grad():
+        for name, parameter in trainer.model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.5)
+    tokenizer = trainer.processing_class
+    texts = ["Convert 50 EUR to JPY, please, right now.", "Weather in Lyon?"]
+    prompt = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left")  # (2, P), left-padded
+    prompt_ids = prompt.input_ids.repeat_interleave(3, dim=0)  # (6, P): two groups of three completions
+    prompt_mask = prompt.attention_mask.repeat_interleave(3, dim=0)
+    completion_ids = torch.tensor([[5, 6, 7, 8, 9], [9, 8, 7, 0, 0], [4, 0, 0, 0, 0]]).repeat(2, 1)  # (6, 5)
+    completion_mask = (completion_ids != 0).long()
+    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+    attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+    adapter = [parameter for name, parameter in trainer.model.named_parameters() if "lora_" in name]
+
+    projected = []
+    trainer.model.get_output_embeddings().register_forward_hook(
+        lambda _, args, __: projected.append(tuple(args[0].shape[:2]))
+    )
+    results = []
+    for compute in (
+        trainer._get_per_token_logps_and_entropies,
+        partial(GRPOTrainer._get_per_token_logps_and_entropies, trainer),
+    ):
+        logps, entropies, _ = compute(trainer.model, input_ids, attention_mask, 5, compute_entropy=True)
+        grads = torch.autograd.grad((logps * completion_mask).sum(), adapter)
+        results.append((logps, entropies, grads))
+    # The 2 distinct prompts ran once, for the first completion token; then the 6 rows' other 4 positions.
+    assert projected == [(2, 1), (6, 4)]
+    (ours, our_entropy, our_grads), (trls, trl_entropy, trl_grads) = results
+    torch.testing.assert_close(ours, trls, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(our_entropy, trl_entropy, atol=1e-5, rtol=1e-4)
+    for our_grad, trl_grad in zip(our_grads, trl_grads, strict=True):
+        # Float rounding differs with the order of the sums: 1e-4 of each gradient's scale (on a float64 model the two
+        # agree to 2e-7 of it, the float32 of the log-softmax).
+        torch.testing.assert_close(our_grad, trl_grad, atol=1e-4 * trl_grad.abs().max().item(), rtol=1e-4)
+    assert (ours[1, 3:] == 0).all() and (ours[2, 1:] == 0).all() and (ours[0] < 0).all()
+
+    trainer.args.gradient_checkpointing = True  # which turns the cache off: whole rows, in one pass
+    projected.clear()
+    checkpointed, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, input_ids, attention_mask, 5)
+    assert projected == [(6, 6)]
+    torch.testing.assert_close(checkpointed, trls, atol=1e-5, rtol=1e-4)
+
+
 def test_cpu_log_probabilities_too_large_to_hold_are_left_to_trl(tiny_model_dir, small_data, tmp_path, monkeypatch):
     import grpo_tools.training.trainer as trainer_module
 
