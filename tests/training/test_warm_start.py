@@ -1,6 +1,8 @@
 """Tests for `grpo_tools.training.warm_start`: the supervised examples of the warm start are the gold turn as the
 model's chat template writes it, and the reward model gives them full marks. (Multi-turn examples: tests/tools/.)"""
 
+import contextlib
+
 from grpo_tools.data.prompts import NO_CALL_REPLY, render_prompt
 from grpo_tools.rewards import tool_exact_reward
 from grpo_tools.training.warm_start import sft_dataset
@@ -20,3 +22,51 @@ def test_sft_completions_are_what_the_template_adds_and_score_full_marks(tokeniz
         [r["answers"] for r in call_and_no_call_rows],
     )
     assert rewards == [1.0, 1.0]
+
+
+def test_on_the_cpu_the_warm_starts_lm_head_projects_only_the_completion_with_the_same_results(
+    tiny_model_dir, tokenizer, call_and_no_call_rows, monkeypatch
+):
+    import torch
+    import trl.trainer.utils as trl_utils
+    from transformers import AutoModelForCausalLM
+
+    from grpo_tools.training.warm_start import _labelled_positions_only_on_cpu
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    trl_utils.add_fused_lm_head(model, outputs=("log_probs", "entropy", "is_top1"))
+    dataset = sft_dataset(call_and_no_call_rows, tokenizer)
+    rows = dataset.to_list()
+    prompts = tokenizer([row["prompt"] for row in rows], add_special_tokens=False).input_ids
+    fulls = tokenizer([row["prompt"] + row["completion"] for row in rows], add_special_tokens=False)
+    batch = tokenizer.pad(fulls, return_tensors="pt", padding_side="right")  # (2, L)
+    labels = batch.input_ids.masked_fill(batch.attention_mask == 0, -100)
+    for index, prompt in enumerate(prompts):
+        labels[index, : len(prompt)] = -100  # the loss is on the completion only
+    projected = []  # rows of hidden states that reach the vocabulary projection, per call
+    chunked = trl_utils._ChunkedLogProbFunction
+
+    class Recording:
+        @staticmethod
+        def apply(hidden, *rest):
+            projected.append(hidden.size(0))
+            return chunked.apply(hidden, *rest)
+
+    monkeypatch.setattr(trl_utils, "_ChunkedLogProbFunction", Recording)
+    use_triton = trl_utils._use_triton
+    results = []
+    for scope in (_labelled_positions_only_on_cpu, contextlib.nullcontext):
+        model.zero_grad()
+        with scope():
+            outputs = model(**batch, labels=labels, fused_lm_head=True)
+        outputs.loss.backward()
+        grads = [parameter.grad.clone() for parameter in model.parameters() if parameter.grad is not None]
+        results.append((outputs, grads))
+    assert trl_utils._use_triton is use_triton  # restored on leaving the block
+    labelled = int((labels[:, 1:] != -100).sum())
+    assert projected == [labelled, labels[:, 1:].numel()] and labelled < labels[:, 1:].numel() / 2
+    (ours, our_grads), (trls, trl_grads) = results
+    for field in ("loss", "log_probs", "entropy", "is_top1", "label_mask"):
+        torch.testing.assert_close(getattr(ours, field), getattr(trls, field), atol=1e-5, rtol=1e-4)
+    for our_grad, trl_grad in zip(our_grads, trl_grads, strict=True):
+        torch.testing.assert_close(our_grad, trl_grad, atol=1e-4 * trl_grad.abs().max().item(), rtol=1e-4)
