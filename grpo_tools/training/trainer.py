@@ -281,23 +281,24 @@ class ToolGRPOTrainer(GRPOTrainer):
         its key/value cache is copied to every row that has it, and the completions run on from there. Positions
         and the padding mask are the ones the single pass over the whole row uses, so the values are the same up to
         float rounding, and gradients reach the adapter through the shared cache. With gradient checkpointing (which
-        turns the cache off) or no shared prompt, the whole rows run in one pass.
+        turns the cache off), no shared prompt or a model that returns no cache, the whole rows run in one pass.
         """
         prompt_length = ids.size(1) - logits_to_keep
-        distinct = row_prompt = None
+        cache = None
         if prompt_length > 0 and not self.args.gradient_checkpointing:
             prompt_rows = torch.cat([ids[:, :prompt_length], mask[:, :prompt_length]], dim=1)  # (b, 2P)
             distinct, row_prompt = torch.unique(prompt_rows, dim=0, return_inverse=True)  # (u, 2P), (b,)
-        if distinct is None or distinct.size(0) == ids.size(0):
+            if distinct.size(0) < ids.size(0):
+                prompt = model(
+                    input_ids=distinct[:, :prompt_length],
+                    attention_mask=distinct[:, prompt_length:],
+                    use_cache=True,
+                    logits_to_keep=1,
+                )  # (u, 1, V): what each prompt's last token predicts, the first completion token
+                cache = prompt.past_key_values
+        if cache is None:
             # The logits of the last K + 1 positions, less the final one.
             return model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1).logits[:, :-1]
-        prompt = model(
-            input_ids=distinct[:, :prompt_length],
-            attention_mask=distinct[:, prompt_length:],
-            use_cache=True,
-            logits_to_keep=1,
-        )  # (u, 1, V): what each prompt's last token predicts, the first completion token
-        cache = prompt.past_key_values
         cache.batch_select_indices(row_prompt)
         logits = prompt.logits[row_prompt]  # (b, 1, V)
         if logits_to_keep > 1:
