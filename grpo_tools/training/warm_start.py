@@ -100,7 +100,8 @@ def _labelled_positions_only_on_cpu() -> Iterator[None]:
     kernels, and every position, prompt included, elsewhere, so that compilers such as Neuron's see fixed tile shapes.
     Nothing is compiled on the CPU, so inside this block the CPU takes the first way too: the same values, gradients
     and metrics, with the prompt positions (about two thirds of a SmolLM2 warm start's) left out of the vocabulary
-    projection. trl decides through `trl.trainer.utils._use_triton`; if a later trl has no such name, nothing changes.
+    projection. trl decides through `trl.trainer.utils._use_triton`; if a later trl has no such name, nothing changes
+    but the speed (and the test of this block fails, to say so).
     """
     import trl.trainer.utils as trl_utils
 
