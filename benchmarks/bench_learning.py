@@ -232,13 +232,28 @@ def run_arm(
     }
 
 
-def _worker_setup(threads: int | None) -> None:
-    """Each worker process: the same quiet logging and thread count as the parent."""
+def _worker_setup(threads: int | None, parent: int | None = None) -> None:
+    """Each worker process: the same quiet logging and thread count as the parent, and an end when the parent ends.
+
+    A parent killed outright (SIGTERM, SIGKILL) never shuts its pool down, and the workers, whose command line does
+    not name this script, would train on for the rest of their run: each one watches that its parent is still its
+    parent, and exits when it is not."""
+    import threading
+
     import torch
 
     quiet()
     if threads:
         torch.set_num_threads(threads)
+    if parent is not None:
+        threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+
+
+def _exit_with_parent(parent: int, every: float = 2.0) -> None:
+    """Exit this process once `parent` is no longer its parent (it was reparented when `parent` died)."""
+    while os.getppid() == parent:
+        time.sleep(every)
+    os._exit(1)
 
 
 def _map_runs(arguments: list[tuple], jobs: int, threads: int | None) -> Iterator[dict]:
@@ -251,7 +266,9 @@ def _map_runs(arguments: list[tuple], jobs: int, threads: int | None) -> Iterato
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_setup, initargs=(threads,)) as pool:
+    with ProcessPoolExecutor(
+        jobs, mp_context=context, initializer=_worker_setup, initargs=(threads, os.getpid())
+    ) as pool:
         yield from pool.map(run_arm, *zip(*arguments, strict=True))
 
 

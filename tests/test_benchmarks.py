@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -227,6 +228,29 @@ def test_learning_warm_start_runs_as_train_does_and_is_reused(tiny_model_dir, ca
     assert learning.warm_start_once(str(recipe), [], work, [], fresh=False) == (folder, None)
     warm_rows.write_text(warm_rows.read_text().splitlines(keepends=True)[0])  # one row fewer
     assert learning.warm_start_once(str(recipe), [], work, [], fresh=False)[1] > 0
+
+
+def test_learning_workers_end_when_the_benchmark_is_killed(tmp_path):
+    """A benchmark killed outright leaves no worker training on: each one exits once its parent is gone."""
+    script = f"""
+import multiprocessing, os, sys, time
+from concurrent.futures import ProcessPoolExecutor
+sys.path.insert(0, {str(BENCHMARKS)!r})
+from bench_learning import _worker_setup
+if __name__ == "__main__":
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_setup,
+                               initargs=(None, os.getpid()))
+    print(pool.submit(os.getpid).result(), flush=True)
+    pool.submit(time.sleep, 120)  # a run in progress
+    time.sleep(1)
+    os._exit(0)  # killed: the pool is never shut down
+"""
+    finished = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    worker = Path(f"/proc/{int(finished.stdout)}/status")
+    deadline = time.monotonic() + 30
+    while worker.exists() and "\tZ" not in worker.read_text() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not worker.exists() or "\tZ" in worker.read_text()  # gone, or a zombie waiting to be reaped
 
 
 @pytest.mark.slow

@@ -21,14 +21,17 @@ disabled as the reference, accelerate / DeepSpeed / FSDP). What this adds:
   every position, prompt included, whenever it cannot use its Triton kernels (fixed tile shapes keep compilers from
   recompiling); that was about a quarter of a SmolLM2 GRPO step on 2 cores (README, Performance). The completions of a
   group share their prompt's forward pass there too: prompts are most of the positions those passes read, and that
-  saved about a third of what was left of a step.
+  saved about a third of what was left of a step. Generation with transformers' `generate` does the same: each
+  distinct prompt is prefilled once and its cache copied to its group's rows, where `generate` prefills every row.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -311,6 +314,36 @@ class ToolGRPOTrainer(GRPOTrainer):
             logits = torch.cat([logits, rest], dim=1)
         return logits
 
+    def _generate_single_turn(
+        self,
+        prompt_ids: list[list[int]],
+        images: Any,
+        multimodal_fields: dict[str, Any] | None,
+        num_generations: int,
+        has_tool_images: bool = False,
+    ) -> tuple[list[list[int]], Any]:
+        """trl's generation; on the CPU with transformers' `generate` and text only, each prompt prefilled once.
+
+        `generate` runs its prefill over every row, and a group's `num_generations` rows carry the same prompt: on
+        2 CPU cores that prefill was about a third of a SmolLM2 rollout (README, Performance). Here each distinct
+        prompt (less its last token) runs once, its cache is copied to the rows that share it, and `generate` goes on
+        from there: its positions and padding mask are its own, so with the same seed the samples are the same
+        tokens up to float rounding.
+        """
+        plain = (
+            self.use_vllm
+            or self.use_transformers_continuous_batching
+            or images is not None
+            or multimodal_fields
+            or has_tool_images
+            or self.accelerator.device.type != "cpu"
+        )
+        model = self.accelerator.unwrap_model(self.model_wrapped)
+        with contextlib.nullcontext() if plain else _prefill_once_per_prompt(model):
+            return super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, has_tool_images
+            )
+
     def _informative_rows(self, local_rows: int) -> torch.Tensor:
         """This process's rows whose group's weighted rewards are not all equal, as a boolean mask."""
         rewards = self._last_weighted_rewards  # (B x processes, num_funcs), grouped by prompt
@@ -348,3 +381,58 @@ class ToolGRPOTrainer(GRPOTrainer):
                     "%s has no %s; the KL coefficient restarts at beta=%s", folder, KL_STATE_FILE, self.beta
                 )
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+
+@contextlib.contextmanager
+def _prefill_once_per_prompt(model: torch.nn.Module) -> Iterator[None]:
+    """Within the block, `model.generate` prefills each distinct prompt of its batch once (see `_prompt_cache`)."""
+    generate = model.generate
+    own = vars(model).get("generate")  # an attribute set on the instance, to put back afterwards
+
+    def shared_prefill(*args: Any, **kwargs: Any) -> Any:
+        config = kwargs.get("generation_config")
+        if (
+            not args
+            and set(kwargs) == {"input_ids", "attention_mask", "generation_config"}
+            and config is not None
+            and config.use_cache is not False  # None: the model's default, a cache
+            and config.cache_implementation is None
+        ):
+            cache = _prompt_cache(model, kwargs["input_ids"], kwargs["attention_mask"])
+            if cache is not None:
+                kwargs["past_key_values"] = cache
+        return generate(*args, **kwargs)
+
+    model.generate = shared_prefill
+    try:
+        yield
+    finally:
+        if own is None:
+            del model.generate
+        else:
+            model.generate = own
+
+
+def _prompt_cache(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Any:
+    """The key/value cache of each row's prompt less its last token, computed once per distinct prompt.
+
+    None where no two rows share a prompt, a prompt is all padding before its last token, or the model returns no
+    cache: `generate` then prefills every row itself. Positions count real tokens from 0, as `generate` numbers them
+    for left-padded rows.
+    """
+    length = input_ids.size(1)
+    if length < 2:
+        return None
+    rows = torch.cat([input_ids, attention_mask.to(input_ids.dtype)], dim=1)  # (b, 2L)
+    distinct, row_prompt = torch.unique(rows, dim=0, return_inverse=True)  # (u, 2L), (b,)
+    ids, mask = distinct[:, : length - 1], distinct[:, length : 2 * length - 1]  # (u, L - 1) each
+    if distinct.size(0) == input_ids.size(0) or not mask.bool().any(dim=1).all():
+        return None
+    positions = (mask.cumsum(dim=-1) - 1).masked_fill(mask == 0, 0)  # (u, L - 1)
+    cache = model(
+        input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
+    ).past_key_values
+    if cache is None:
+        return None
+    cache.batch_select_indices(row_prompt)
+    return cache

@@ -32,6 +32,33 @@ def gold_text(row):
     )  # fmt: skip
 
 
+def test_batches_drawn_by_length_return_completions_in_the_prompts_order(tiny_model_dir):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_tools.evaluation.generation import generate_completions
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    prompts = [
+        "Weather in Lyon?",
+        "Convert 50 EUR to JPY, please, right now and twice.",
+        "Hi",
+        "Book a table for two.",
+    ]
+    alone = [
+        generate_completions(model, tokenizer, [prompt], max_new_tokens=6, progress=False)[0] for prompt in prompts
+    ]
+    assert len(set(alone)) == len(prompts)  # each prompt has its own completion, so an order mix-up shows
+    assert generate_completions(model, tokenizer, prompts, batch_size=3, max_new_tokens=6, progress=False) == alone
+    torch.manual_seed(0)
+    sampled = generate_completions(
+        model, tokenizer, prompts, batch_size=3, max_new_tokens=6, progress=False, num_samples=2, temperature=1e-4
+    )  # a temperature near 0 samples the greedy token: each prompt's two samples, in place
+    assert sampled == [completion for completion in alone for _ in range(2)]
+    assert generate_completions(model, tokenizer, [], progress=False) == []
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
 def test_pass_at_k_equals_the_fraction_of_k_subsets_with_a_correct_sample(n):
     for correct in range(n + 1):

@@ -115,18 +115,23 @@ def test_cpu_log_probabilities_equal_trls_with_completion_positions_only(tiny_mo
     assert (ours[1, 3:] == 0).all() and (ours[0] < 0).all()  # padding scores 0, real tokens a log-probability
 
 
+def perturb_adapter(trainer):
+    """Random LoRA B weights, so that the adapter changes the outputs; returns two prompts of different lengths."""
+    with torch.no_grad():
+        for name, parameter in trainer.model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.5)
+    return ["Convert 50 EUR to JPY, please, right now.", "Weather in Lyon?"]
+
+
 def test_cpu_log_probabilities_share_each_prompts_forward_pass_among_its_completions(
     tiny_model_dir, small_data, tmp_path
 ):
     from trl import GRPOTrainer
 
     trainer = make_trainer(tiny_model_dir, small_data["train"], tmp_path, temperature=0.7)
-    with torch.no_grad():
-        for name, parameter in trainer.model.named_parameters():
-            if "lora_B" in name:
-                parameter.normal_(std=0.5)
     tokenizer = trainer.processing_class
-    texts = ["Convert 50 EUR to JPY, please, right now.", "Weather in Lyon?"]
+    texts = perturb_adapter(trainer)
     prompt = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left")  # (2, P), left-padded
     prompt_ids = prompt.input_ids.repeat_interleave(3, dim=0)  # (6, P): two groups of three completions
     prompt_mask = prompt.attention_mask.repeat_interleave(3, dim=0)
@@ -164,6 +169,38 @@ def test_cpu_log_probabilities_share_each_prompts_forward_pass_among_its_complet
     checkpointed, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, input_ids, attention_mask, 5)
     assert projected == [(6, 6)]
     torch.testing.assert_close(checkpointed, trls, atol=1e-5, rtol=1e-4)
+
+
+def test_cpu_generation_prefills_each_prompt_once_for_its_group(tiny_model_dir, small_data, tmp_path):
+    from trl import GRPOTrainer
+
+    trainer = make_trainer(tiny_model_dir, small_data["train"], tmp_path, temperature=0.7, max_completion_length=8)
+    tokenizer = trainer.processing_class
+    texts = perturb_adapter(trainer)
+    prompts = [tokenizer(text, add_special_tokens=False).input_ids for text in texts]
+    prompt_ids = [ids for ids in prompts for _ in range(3)]  # two groups of three, left-padded by trl
+    longest = max(len(ids) for ids in prompts)
+    model = trainer.accelerator.unwrap_model(trainer.model_wrapped)
+    embedded = []
+    model.get_input_embeddings().register_forward_hook(lambda _, args, __: embedded.append(tuple(args[0].shape)))
+
+    samples = []
+    for generate in (trainer._generate_single_turn, partial(GRPOTrainer._generate_single_turn, trainer)):
+        embedded.clear()
+        torch.manual_seed(0)
+        completions, _ = generate(prompt_ids, None, {}, 3)
+        samples.append((completions, list(embedded)))
+    (ours, our_passes), (trls, trl_passes) = samples
+    # Ours: the 2 distinct prompts less their last token once, then the 6 rows from their last prompt token on.
+    assert our_passes[:2] == [(2, longest - 1), (6, 1)]
+    assert trl_passes[0] == (6, longest)  # trl's: every row's whole prompt
+    assert ours == trls  # the same sampled tokens, seed for seed
+    assert len({tuple(completion) for completion in ours}) > 2  # and they are samples, not one repeated answer
+    assert "generate" not in vars(model)  # the class's method is back
+
+    embedded.clear()
+    trainer._generate_single_turn(prompts, None, {}, 1)  # no prompt shared: generate prefills as usual
+    assert embedded[0] == (2, longest)
 
 
 def test_cpu_log_probabilities_too_large_to_hold_are_left_to_trl(tiny_model_dir, small_data, tmp_path, monkeypatch):
