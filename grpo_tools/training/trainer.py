@@ -325,7 +325,7 @@ class ToolGRPOTrainer(GRPOTrainer):
         """trl's generation; on the CPU with transformers' `generate` and text only, each prompt prefilled once.
 
         `generate` runs its prefill over every row, and a group's `num_generations` rows carry the same prompt: on
-        2 CPU cores that prefill was about a third of a SmolLM2 rollout (README, Performance). Here each distinct
+        one CPU thread that prefill was about a third of a SmolLM2 rollout (README, Performance). Here each distinct
         prompt (less its last token) runs once, its cache is copied to the rows that share it, and `generate` goes on
         from there: its positions and padding mask are its own, so with the same seed the samples are the same
         tokens up to float rounding.
