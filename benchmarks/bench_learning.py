@@ -296,7 +296,9 @@ def run(
 
     quiet()
     if threads:
-        torch.set_num_threads(threads)
+        # The warm start and the step-0 evaluation run alone, before any worker starts: they get every worker's
+        # threads. Workers set their own count (`_worker_setup`); with `jobs` 1 the runs use this one.
+        torch.set_num_threads(threads * max(jobs, 1))
     recipe = str(recipe)
     work_dir = Path(work_dir)
     start = time.perf_counter()
@@ -313,6 +315,8 @@ def run(
     overrides = [*overrides, *(["--max_steps", str(max_steps)] if max_steps else [])]
     plan = [(arm, seed) for seed in seeds for arm in arms]
     arguments = [(recipe, overrides, warm_dir, arm, seed, eval_every, work_dir, rows) for arm, seed in plan]
+    if threads:
+        torch.set_num_threads(threads)
     runs = []
     for run_ in _map_runs(arguments, jobs, threads):
         run_["held_out"].insert(0, {"step": 0, "train_seconds": 0.0, **step_zero})

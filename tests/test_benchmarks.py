@@ -230,6 +230,38 @@ def test_learning_warm_start_runs_as_train_does_and_is_reused(tiny_model_dir, ca
     assert learning.warm_start_once(str(recipe), [], work, [], fresh=False)[1] > 0
 
 
+def test_learning_warm_start_gets_every_workers_threads(tiny_model_dir, monkeypatch, tmp_path):
+    """The warm start and the step-0 evaluation run before the workers start, on the threads of all of them; the
+    runs then get `threads` each."""
+    import torch
+
+    learning = learning_module()
+    seen = {}
+
+    def warm_start_once(*args):
+        seen["warm start"] = torch.get_num_threads()
+        return tiny_model_dir, 1.0
+
+    def held_out_scores(*args):
+        seen["step 0"] = torch.get_num_threads()
+        return {"accuracy": 0.0, "mean_reward": 0.0}
+
+    def map_runs(arguments, jobs, threads):
+        seen["runs"] = torch.get_num_threads()
+        return iter([])
+
+    monkeypatch.setattr(learning, "warm_start_once", warm_start_once)
+    monkeypatch.setattr(learning, "held_out_scores", held_out_scores)
+    monkeypatch.setattr(learning, "_map_runs", map_runs)
+    before = torch.get_num_threads()
+    try:
+        result = learning.run(seeds=(0,), arms=("adaptive",), work_dir=tmp_path, threads=1, jobs=2, progress=False)
+    finally:
+        torch.set_num_threads(before)
+    assert seen == {"warm start": 2, "step 0": 2, "runs": 1}
+    assert result["torch_threads"] == 1
+
+
 def test_learning_workers_end_when_the_benchmark_is_killed(tmp_path):
     """A benchmark killed outright leaves no worker training on: each one exits once its parent is gone."""
     script = f"""

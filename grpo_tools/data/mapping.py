@@ -1,14 +1,16 @@
-"""The bundled task `make train` runs on SmolLM2: calls whose arguments need mapping, and requests no tool fits.
+"""The bundled task `make train` runs on SmolLM2: literal calls among several tools, requests no tool fits, and
+held-out calls whose arguments need mapping.
 
 The same five tools as `grpo_tools.data.synthetic`, in three splits with different jobs:
 - `warmup` (supervised warm start): literal requests ("Convert 50 EUR to JPY", "a 20 minute timer") for one tool
   or one among several, and a quarter of the rows need no call. It teaches the call format and that not calling is a
   possible answer; it has no currency named in words and no timer given in hours.
-- `train` (GRPO): a quarter of the rows need no call (an unrelated request, or one for a tool that is not
-  offered); a third of the call rows name currencies in words ("50 euros in yen" -> `EUR`, `JPY`) and give timers in
-  hours ("an hour and a half" -> `minutes: 90`). The warm start never shows either: GRPO has to find them by sampling.
+- `train` (GRPO): literal requests like the warm start's and, in a third of the rows, none a tool fits (an unrelated
+  request, or one for a tool that is not offered). Its mapped rows are drawn and dropped (`DROPS_MAPPED`).
 - `eval` (held out): a quarter need no call, with calls whose (tool, arguments) combination occurs in no other split
-  (`synthetic.call_split`), mapped requests and unrelated requests phrased by templates no other split uses.
+  (`synthetic.call_split`); a third of its call rows name currencies in words ("50 euros in yen" -> `EUR`, `JPY`) or
+  give timers in hours ("an hour and a half" -> `minutes: 90`), and its mapped and unrelated requests are phrased by
+  templates no other split uses.
 Regenerate the bundled files with `python -m grpo_tools.data.mapping --out data`.
 """
 
@@ -36,7 +38,7 @@ __all__ = ["MAPPING_FILES", "MAPPING_ROWS", "generate_mapping_rows", "main", "wr
 
 SPLITS = ("warmup", "train", "eval")
 MAPPING_FILES = {split: f"mapping_{split}.jsonl" for split in SPLITS}
-MAPPING_ROWS = {"warmup": 96, "train": 400, "eval": 80}
+MAPPING_ROWS = {"warmup": 96, "train": 292, "eval": 80}  # rows written
 MAPPING_SEED = 0
 # Category counts per 16 rows of each split. No parallel calls: two calls take about 95 tokens, over the 64 that
 # keep a GRPO step on SmolLM2 under a minute on a 2-core CPU.
@@ -45,7 +47,13 @@ PLAN = {
     "train": {"simple": 6, "multiple": 6, "irrelevance": 4},
     "eval": {"simple": 6, "multiple": 6, "irrelevance": 4},
 }
-MAPPED_SHARE = 0.35  # share of the call rows of `train` and `eval` phrased with words to map
+MAPPED_SHARE = 0.35  # share of the call rows of `train` and `eval` drawn with words to map
+# Splits whose mapped rows are drawn (so that the other rows stay the ones measured) and then dropped. GRPO found
+# nothing to learn from them: the warm-started model maps in 3 of 320 samples of them (pass@8 0.075 on 40 rows), so
+# they gave no exact-call signal, and the held-out mapped rows stayed at 0-1 of 20 right. Without them, the same 64
+# GRPO prompts all come from rows with signal (README, Performance: +6.25 and +7.5 against +5.0 and +3.75).
+DROPS_MAPPED = ("train",)
+DRAWN_ROWS = {"train": 400}  # rows drawn before the mapped ones are dropped
 # How people name each currency; the enum code is what the call must carry.
 CURRENCY_NAMES = {
     "USD": ("US dollars", "dollars"),
@@ -103,7 +111,8 @@ def _timer_row(rng: random.Random, split: str) -> tuple[str, dict[str, Any]]:
             return template.format(hours=HOURS[minutes], label=label), arguments
 
 
-def _row(rng: random.Random, split: str, category: str) -> dict[str, Any]:
+def _row(rng: random.Random, split: str, category: str) -> tuple[dict[str, Any], bool]:
+    """A row of `split` in `category`, and whether its request needs words mapped."""
     combinations = "eval" if split == "eval" else "train"
     names = list(TOOLS)
     mapped = split != "warmup" and category in ("simple", "multiple") and rng.random() < MAPPED_SHARE
@@ -123,16 +132,18 @@ def _row(rng: random.Random, split: str, category: str) -> dict[str, Any]:
         calls = [arguments]
     else:
         text, calls = single_request(rng, target, combinations)
-    return {
+    row = {
         "messages": [{"role": "user", "content": text}],
         "tools": [TOOLS[name] for name in offered],
         "answers": [{"name": target, "arguments": arguments} for arguments in calls],
         "category": category,
     }
+    return row, mapped
 
 
 def generate_mapping_rows(split: str, num_rows: int, seed: int = MAPPING_SEED) -> list[dict[str, Any]]:
-    """`num_rows` canonical rows of `split` ("warmup", "train" or "eval"), the same rows for the same arguments.
+    """`num_rows` canonical rows of `split` ("warmup", "train" or "eval") are drawn, the same rows for the same
+    arguments; a split in `DROPS_MAPPED` returns those that need no mapping.
 
     >>> rows = generate_mapping_rows("eval", 16)
     >>> sorted({row["category"] for row in rows})
@@ -146,14 +157,16 @@ def generate_mapping_rows(split: str, num_rows: int, seed: int = MAPPING_SEED) -
         block = [category for category, count in PLAN[split].items() for _ in range(count)]
         rng.shuffle(block)
         plan += block
-    return [
-        {"id": f"{split}-{index:04d}", **_row(rng, split, category)} for index, category in enumerate(plan[:num_rows])
-    ]
+    drawn = [_row(rng, split, category) for category in plan[:num_rows]]
+    kept = [row for row, mapped in drawn if not (mapped and split in DROPS_MAPPED)]
+    return [{"id": f"{split}-{index:04d}", **row} for index, row in enumerate(kept)]
 
 
 def write_mapping_data(out_dir: str | Path) -> dict[str, Path]:
     """Write the three splits as JSONL into `out_dir`; return the path of each."""
-    return write_splits(out_dir, MAPPING_FILES, lambda split: generate_mapping_rows(split, MAPPING_ROWS[split]))
+    return write_splits(
+        out_dir, MAPPING_FILES, lambda split: generate_mapping_rows(split, DRAWN_ROWS.get(split, MAPPING_ROWS[split]))
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

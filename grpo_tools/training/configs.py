@@ -86,6 +86,14 @@ class ToolGRPOConfig(GRPOConfig):
             "theirs); logged as `frac_completions_trained`. Needs `steps_per_generation` 1."
         },
     )
+    kl_only_tokens: int = field(
+        default=0,
+        metadata={
+            "help": "The first N tokens of each completion take no advantage, only the KL term, so the policy gradient "
+            "does not move them and the reference holds them. With 1 on a Hermes template, the first token decides "
+            "between a call (`<tool_call>`) and a reply: GRPO then trains what is called, not whether."
+        },
+    )
     reward_funcs: list[str] = field(
         default_factory=lambda: ["tool_format", "tool_exact", "tool_partial"],
         metadata={
@@ -144,6 +152,8 @@ class ToolGRPOConfig(GRPOConfig):
                 f"skip_zero_std_groups needs steps_per_generation 1, got {self.steps_per_generation} (it defaults to "
                 "gradient_accumulation_steps)"
             )
+        if self.kl_only_tokens < 0:
+            raise ConfigError(f"kl_only_tokens must be >= 0, got {self.kl_only_tokens}")
         if self.kl_controller not in KL_CONTROLLERS:
             raise ConfigError(f"kl_controller must be one of {', '.join(KL_CONTROLLERS)}, got {self.kl_controller!r}")
         if self.beta < 0:

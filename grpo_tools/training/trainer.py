@@ -35,6 +35,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+import transformers
+from packaging.version import Version
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from trl import GRPOTrainer
 
@@ -50,6 +52,10 @@ KL_STATE_FILE = "kl_controller.json"
 # fused LM head, which never holds them, runs instead. 2**28 float32 logits are 1 GiB, and the log-softmax kept for the
 # backward pass as much again; a SmolLM2 step holds 16 x 65 x 49,152 (about 2**25.6).
 MAX_CPU_LOGITS = 2**28
+
+# transformers 5.24 renamed the key/value cache, as an argument and as an output field, from `past_key_values` to
+# `cache`; the old name still works there, with a warning. Earlier releases know only the old name.
+_CACHE = "cache" if Version(transformers.__version__) >= Version("5.24.0.dev0") else "past_key_values"
 # Inputs of vision-language models, which are not one row per completion and so cannot be filtered by row.
 _IMAGE_INPUTS = (
     "pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes", "image_position_ids",
@@ -90,6 +96,12 @@ class ToolGRPOTrainer(GRPOTrainer):
         self._last_weighted_rewards: torch.Tensor | None = None
 
     def _compute_loss(self, model: torch.nn.Module, inputs: dict[str, Any]) -> torch.Tensor:
+        held = getattr(self.args, "kl_only_tokens", 0)
+        if held > 0 and inputs["advantages"].dim() == 1:
+            # trl takes (B, T) advantages as they are; zero ones leave a token only its KL term.
+            advantages = inputs["advantages"].unsqueeze(1).expand_as(inputs["completion_ids"]).clone()
+            advantages[:, :held] = 0.0
+            inputs = {**inputs, "advantages": advantages}
         loss = super()._compute_loss(model, inputs)
         if not torch.isfinite(loss).all():
             raise TrainingDivergedError(
@@ -298,7 +310,7 @@ class ToolGRPOTrainer(GRPOTrainer):
                     use_cache=True,
                     logits_to_keep=1,
                 )  # (u, 1, V): what each prompt's last token predicts, the first completion token
-                cache = prompt.past_key_values
+                cache = getattr(prompt, _CACHE)
         if cache is None:
             # The logits of the last K + 1 positions, less the final one.
             return model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1).logits[:, :-1]
@@ -308,8 +320,8 @@ class ToolGRPOTrainer(GRPOTrainer):
             rest = model(
                 input_ids=ids[:, prompt_length:-1],
                 attention_mask=mask[:, :-1],
-                past_key_values=cache,
                 use_cache=True,
+                **{_CACHE: cache},
             ).logits  # (b, K - 1, V)
             logits = torch.cat([logits, rest], dim=1)
         return logits
@@ -400,7 +412,7 @@ def _prefill_once_per_prompt(model: torch.nn.Module) -> Iterator[None]:
         ):
             cache = _prompt_cache(model, kwargs["input_ids"], kwargs["attention_mask"])
             if cache is not None:
-                kwargs["past_key_values"] = cache
+                kwargs[_CACHE] = cache
         return generate(*args, **kwargs)
 
     model.generate = shared_prefill
@@ -429,9 +441,8 @@ def _prompt_cache(model: torch.nn.Module, input_ids: torch.Tensor, attention_mas
     if distinct.size(0) == input_ids.size(0) or not mask.bool().any(dim=1).all():
         return None
     positions = (mask.cumsum(dim=-1) - 1).masked_fill(mask == 0, 0)  # (u, L - 1)
-    cache = model(
-        input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
-    ).past_key_values
+    output = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+    cache = getattr(output, _CACHE)
     if cache is None:
         return None
     cache.batch_select_indices(row_prompt)

@@ -1,7 +1,7 @@
 """The bundled mapping task (`grpo_tools.data.mapping`, what `make train` trains SmolLM2 on): the committed files are
-what the generator writes, and each split does the job data/README.md gives it: the warm start sees only literal
-requests, GRPO also sees mapped requests, a quarter of every split needs no call, and the held-out split shares no
-call and no mapped or unrelated phrasing with the others."""
+what the generator writes, and each split does the job data/README.md gives it: the warm start and GRPO see only
+literal requests, only the held-out split has mapped ones, a quarter of every split or more needs no call, and the
+held-out split shares no call and no mapped or unrelated phrasing with the others."""
 
 import json
 import re
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_tools.data import mapping
 from grpo_tools.data.mapping import (
     CURRENCY_NAMES,
     CURRENCY_TEMPLATES,
@@ -19,6 +20,7 @@ from grpo_tools.data.mapping import (
     MAPPING_ROWS,
     PLAN,
     TIMER_TEMPLATES,
+    generate_mapping_rows,
     write_mapping_data,
 )
 from grpo_tools.data.prompts import load_rows
@@ -46,26 +48,24 @@ def test_each_split_has_its_size_and_categories(splits):
     assert {split: len(rows) for split, rows in splits.items()} == MAPPING_ROWS
     for split, rows in splits.items():
         counts = Counter(row["category"] for row in rows)
-        assert counts == {category: count * len(rows) // 16 for category, count in PLAN[split].items()}, split
+        if split != "train":  # train drops its mapped rows, which are simple or multiple
+            assert counts == {category: count * len(rows) // 16 for category, count in PLAN[split].items()}, split
         assert counts["irrelevance"] >= len(rows) // 4  # abstaining is a quarter of every split, or more
 
 
-def test_the_warm_start_sees_no_mapping(splits):
+def _mapped(rows):
     names = [name for names in CURRENCY_NAMES.values() for name in names]
-    for row in splits["warmup"]:
-        text = row["messages"][0]["content"]
-        assert not any(name in text for name in names), text
-        assert not any(phrase in text for phrase in HOURS.values()), text
-
-
-def test_grpo_rows_need_words_mapped_to_codes_and_hours_to_minutes(splits):
-    names = [name for names in CURRENCY_NAMES.values() for name in names]
-    mapped = [
+    return [
         row
-        for row in splits["train"]
+        for row in rows
         if row["answers"] and any(word in row["messages"][0]["content"] for word in [*names, *HOURS.values()])
     ]
-    assert len(mapped) > 50
+
+
+def test_only_the_held_out_split_needs_words_mapped(splits):
+    assert not _mapped(splits["warmup"]) and not _mapped(splits["train"])
+    mapped = _mapped(splits["eval"])
+    assert len(mapped) >= 15
     for row in mapped:
         text, (call,) = row["messages"][0]["content"], row["answers"]
         if call["name"] == "set_timer":
@@ -73,6 +73,19 @@ def test_grpo_rows_need_words_mapped_to_codes_and_hours_to_minutes(splits):
         else:
             assert any(name in text for name in CURRENCY_NAMES[call["arguments"]["to_currency"]])
             assert call["arguments"]["to_currency"] not in text  # the code itself is never written
+
+
+def test_grpo_rows_are_the_draws_less_the_mapped_ones(splits, monkeypatch):
+    """Dropping the mapped rows leaves the others as drawn: the rows GRPO was measured on."""
+    monkeypatch.setattr(mapping, "DROPS_MAPPED", ())
+    drawn = generate_mapping_rows("train", 400)
+    mapped = _mapped(drawn)
+    assert len(mapped) > 90
+
+    def without_ids(rows):
+        return [{key: value for key, value in row.items() if key != "id"} for row in rows]
+
+    assert without_ids([row for row in drawn if row not in mapped]) == without_ids(splits["train"])
 
 
 def test_the_held_out_split_shares_no_call_and_no_phrasing(splits):

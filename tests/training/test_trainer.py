@@ -221,6 +221,41 @@ def test_cpu_log_probabilities_too_large_to_hold_are_left_to_trl(tiny_model_dir,
     torch.testing.assert_close(ours, trls, atol=1e-5, rtol=1e-4)
 
 
+def first_step_logit_grads(trainer):
+    """The gradients that one training step's loss puts on the logits predicting the first completion token and on
+    those predicting the others. On the CPU the policy's pass projects each prompt's last position once, for the first
+    token of all its completions, (prompts, 1, V), then the completions' own positions, (B, T - 1, V)."""
+    projected = []
+
+    def keep(_, __, output):
+        if output.requires_grad:  # the policy's pass; the reference's runs without gradients
+            output.retain_grad()
+            projected.append(output)
+
+    trainer.model.get_output_embeddings().register_forward_hook(keep)
+    trainer.train()
+    first, rest = projected
+    assert first.size(1) == 1 and rest.size(0) == trainer.args.per_device_train_batch_size
+    return first.grad, rest.grad
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.04])
+def test_kl_only_tokens_leave_the_first_tokens_to_the_kl_term(beta, tiny_model_dir, small_data, tmp_path):
+    settings = {"max_steps": 1, "beta": beta, "adaptive_kl": False}
+    trainer = make_trainer(tiny_model_dir, small_data["train"], tmp_path / "all", **settings)
+    first, _ = first_step_logit_grads(trainer)
+    assert first.abs().sum() > 0  # by default the advantages reach the first token
+
+    trainer = make_trainer(tiny_model_dir, small_data["train"], tmp_path / "held", kl_only_tokens=1, **settings)
+    perturb_adapter(trainer)  # the policy differs from the reference, so the KL term has a gradient
+    first, rest = first_step_logit_grads(trainer)
+    assert rest.abs().sum() > 0  # later tokens still learn from the advantages
+    if beta == 0:
+        assert first.abs().sum() == 0  # no KL term: nothing moves the first token directly
+    else:
+        assert first.abs().sum() > 0  # only the KL term does
+
+
 def kl_run(model_dir, train_path, output_dir, **overrides):
     # A constant, high learning rate and a reward any model can climb push the policy away from the reference fast.
     trainer = make_trainer(
@@ -366,6 +401,7 @@ def test_skipping_zero_std_groups_trains_on_exactly_the_groups_whose_rewards_dif
         ({"skip_zero_std_groups": True, "gradient_accumulation_steps": 2}, "skip_zero_std_groups needs steps_per"),
         ({"beta": 0.0}, "adaptive_kl needs a starting beta > 0"),
         ({"kl_target": 0.0}, "kl_target must be > 0"),
+        ({"kl_only_tokens": -1}, "kl_only_tokens must be >= 0"),
         ({"kl_min": 0.1}, "need 0 < kl_min <= beta <= kl_max"),
         ({"reward_funcs": ["tool_magic"]}, "unknown reward_funcs"),
         ({"reward_funcs": ["tool_exact"], "reward_weights": [1.0, 2.0]}, "reward_weights has 2 values"),
