@@ -89,9 +89,9 @@ class ToolGRPOConfig(GRPOConfig):
     kl_only_tokens: int = field(
         default=0,
         metadata={
-            "help": "The first N tokens of each completion take no advantage, only the KL term, so the policy gradient "
-            "does not move them and the reference holds them. With 1 on a Hermes template, the first token decides "
-            "between a call (`<tool_call>`) and a reply: GRPO then trains what is called, not whether."
+            "help": "The first N tokens of each completion take advantage 0, so only the KL term acts on them directly "
+            "(the weights that other tokens train still move them). With 1 on a Hermes template, that is the "
+            "call-or-not decision: `<` of `<tool_call>` or the first word of a reply."
         },
     )
     reward_funcs: list[str] = field(

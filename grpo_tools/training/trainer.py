@@ -56,6 +56,7 @@ MAX_CPU_LOGITS = 2**28
 # transformers 5.24 renamed the key/value cache, as an argument and as an output field, from `past_key_values` to
 # `cache`; the old name still works there, with a warning. Earlier releases know only the old name.
 _CACHE = "cache" if Version(transformers.__version__) >= Version("5.24.0.dev0") else "past_key_values"
+
 # Inputs of vision-language models, which are not one row per completion and so cannot be filtered by row.
 _IMAGE_INPUTS = (
     "pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes", "image_position_ids",
