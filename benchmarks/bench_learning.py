@@ -335,6 +335,11 @@ def run(
         "torch_threads": torch.get_num_threads(),
         "jobs": jobs,
         "initial_beta": training_args.beta,
+        "kl_controller": {
+            "rule": training_args.kl_controller,
+            "target": training_args.kl_target,
+            "horizon": training_args.kl_horizon,
+        },
         "max_steps": max_steps or training_args.max_steps,
         "eval_every": eval_every,
         "eval_rows": len(rows["eval"]),
@@ -393,6 +398,16 @@ def recipe_label(recipe: str | os.PathLike[str]) -> str:
     return f"{path.parent.parent.name} recipe" if path.parent.name == "grpo" else path.name
 
 
+def arm_labels(result: dict[str, Any]) -> dict[str, str]:
+    """The legend's name of each arm: the adaptive arm with its controller's rule and target, where the result records
+    them (results written before they were recorded name only the starting coefficient)."""
+    beta = result["initial_beta"]
+    controller = result.get("kl_controller")
+    adaptive = f"adaptive, {controller['rule']}, target {controller['target']:g}" if controller else "adaptive"
+    return {"adaptive": f"{adaptive} (from {beta:g})", "fixed-0": "fixed 0", "fixed-init": f"fixed {beta:g}",
+            "fixed-10x": f"fixed {10 * beta:g}"}  # fmt: skip
+
+
 def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     """Six panels: held-out accuracy and mean reward against steps and training seconds, KL and its coefficient."""
     import matplotlib
@@ -401,9 +416,7 @@ def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     import matplotlib.pyplot as plt
 
     colors = dict(zip(ARMS, ["tab:blue", "tab:gray", "tab:orange", "tab:red"], strict=True))
-    beta = result["initial_beta"]
-    labels = {"adaptive": f"adaptive (from {beta:g})", "fixed-0": "fixed 0", "fixed-init": f"fixed {beta:g}",
-              "fixed-10x": f"fixed {10 * beta:g}"}  # fmt: skip
+    labels = arm_labels(result)
     figure, axes = plt.subplots(2, 3, figsize=(16, 9))
     panels = [
         (axes[0][0], "held_out", "step", "accuracy", "held-out exact-call accuracy"),
@@ -467,6 +480,12 @@ def merge_results(results: list[dict[str, Any]], names: list[str]) -> dict[str, 
         for key in MERGE_KEYS:
             if result[key] != first[key]:
                 raise ValueError(f"{name}: {key} is {result[key]!r}, but {names[0]} has {first[key]!r}")
+        # Compared apart: results written before the controller was recorded have none.
+        if result.get("kl_controller") != first.get("kl_controller"):
+            raise ValueError(
+                f"{name}: kl_controller is {result.get('kl_controller')!r}, "
+                f"but {names[0]} has {first.get('kl_controller')!r}"
+            )
         if result["warm_start"]["accuracy"] != first["warm_start"]["accuracy"]:
             raise ValueError(
                 f"{name}: the warm start's held-out accuracy is {result['warm_start']['accuracy']}, "

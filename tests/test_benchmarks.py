@@ -148,6 +148,16 @@ def test_learning_summary_and_plot(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
 
 
+def test_learning_legend_names_the_adaptive_arms_controller():
+    learning = learning_module()
+    result = fake_learning_result()
+    assert learning.arm_labels(result)["adaptive"] == "adaptive (from 0.02)"  # a result that predates the record
+    result["kl_controller"] = {"rule": "proportional", "target": 0.02, "horizon": 64}
+    labels = learning.arm_labels(result)
+    assert labels["adaptive"] == "adaptive, proportional, target 0.02 (from 0.02)"
+    assert labels["fixed-init"] == "fixed 0.02" and labels["fixed-10x"] == "fixed 0.2"
+
+
 def learning_module():
     sys.path.insert(0, str(BENCHMARKS))
     try:
@@ -179,6 +189,9 @@ def test_learning_results_of_separate_invocations_merge_into_one(tmp_path):
         learning.merge_results(
             [parts[0], {**parts[1], "warm_start": {**warm_start, "accuracy": 0.3}}], ["a.json", "b.json"]
         )
+    band = {"rule": "band", "target": 0.02, "horizon": 10_000}
+    with pytest.raises(ValueError, match=re.escape("b.json: kl_controller is {'rule': 'band'")):
+        learning.merge_results([parts[0], {**parts[1], "kl_controller": band}], ["a.json", "b.json"])
     with pytest.raises(ValueError, match=re.escape("b.json: adaptive seed 1 is also in a.json")):
         learning.merge_results([parts[0], parts[0]], ["a.json", "b.json"])
     with pytest.raises(ValueError, match=re.escape("b.json: not a result of this benchmark (no runs)")):
@@ -260,6 +273,8 @@ def test_learning_warm_start_gets_every_workers_threads(tiny_model_dir, monkeypa
         torch.set_num_threads(before)
     assert seen == {"warm start": 2, "step 0": 2, "runs": 1}
     assert result["torch_threads"] == 1
+    # the tiny recipe's controller, recorded for the legend and for merging
+    assert result["kl_controller"] == {"rule": "band", "target": 0.02, "horizon": 10_000}
 
 
 def test_learning_workers_end_when_the_benchmark_is_killed(tmp_path):
