@@ -96,10 +96,11 @@ eval-bfcl: $(STAMP)
 
 # Adaptive against fixed KL on the SmolLM2 recipe that `make train` runs: 4 arms x 3 seeds x 16 steps, two one-thread
 # runs at a time, held-out evaluation at the end of each run; JSON and PNG in benchmarks/results/learning-smollm2.*.
-# 49.7 min on 2 CPU cores for a first run, the warm start included (made on both cores before the runs start);
+# 52.0 min on 2 CPU cores for a first run, the warm start included (made on both cores before the runs start);
 # BENCH_ARGS narrows it, e.g. BENCH_ARGS="--arms adaptive fixed-0 --seeds 1 2". The warm start is done once, kept
-# in outputs/bench-learning-smollm2/ and reused by the next run. Parts run with their own --output in BENCH_ARGS combine
-# into one table and plot with `.venv/bin/python benchmarks/bench_learning.py --merge PART.json ... --output ALL.json`.
+# in outputs/bench-learning-smollm2/ and reused by the next run while the recipe, its rows and the base model are the
+# same. Parts run with their own --output in BENCH_ARGS combine into one table and plot with
+# `.venv/bin/python benchmarks/bench_learning.py --merge PART.json ... --output ALL.json`.
 BENCH_ARGS ?=
 bench-learning: $(SMOLLM2)/config.json
 	$(BIN)/python benchmarks/bench_learning.py --recipe recipes/SmolLM2-135M-Instruct/grpo/cpu.yaml --jobs 2 \
