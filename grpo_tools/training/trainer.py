@@ -98,9 +98,12 @@ class ToolGRPOTrainer(GRPOTrainer):
 
     def _compute_loss(self, model: torch.nn.Module, inputs: dict[str, Any]) -> torch.Tensor:
         held = getattr(self.args, "kl_only_tokens", 0)
-        if held > 0 and inputs["advantages"].dim() == 1:
+        if held > 0:
             # trl takes (B, T) advantages as they are; zero ones leave a token only its KL term.
-            advantages = inputs["advantages"].unsqueeze(1).expand_as(inputs["completion_ids"]).clone()
+            advantages = inputs["advantages"]
+            if advantages.dim() == 1:
+                advantages = advantages.unsqueeze(1).expand_as(inputs["completion_ids"])
+            advantages = advantages.clone()
             advantages[:, :held] = 0.0
             inputs = {**inputs, "advantages": advantages}
         loss = super()._compute_loss(model, inputs)
