@@ -65,6 +65,7 @@ class StagedRun:
     base_inside_run: bool = False  # the adapter's base is a folder of the run itself (the warm-started model)
     base_provenance: Provenance | None = None  # how the local base was made from a Hub model (its provenance.json)
     named_base: str | None = None  # the Hub model the local base was made from, as `push --base-model` names it
+    stacked: bool = False  # the adapter is the run's `base_adapter`: the warm start's LoRA and GRPO's as one
 
 
 def looks_like_hub_id(name: str | None, *, data: bool = False) -> bool:
@@ -223,7 +224,13 @@ def _training_section(run: StagedRun, base: str | None, named: str | None) -> li
     rows: list[tuple[str, str]] = [("Base model", base_cell)]
     epochs = info.get("warm_start_epochs")
     if epochs:
-        rows.append(("Warm start", f"{epochs:g} epochs of supervised fine-tuning on the gold calls, then GRPO"))
+        warm = f"{epochs:g} epochs of supervised fine-tuning on the gold calls, then GRPO"
+        if run.stacked:
+            warm += (
+                f"; both trained LoRA adapters, and this one holds the two side by side (rank {run.adapter_config['r']}),"
+                " so it applies to the base model itself"
+            )
+        rows.append(("Warm start", warm))
     else:
         rows.append(("Warm start", "none: GRPO from the base model"))
     rows.append(("Training data", f"`{info['dataset']}`" if info.get("dataset") else "unknown"))

@@ -25,6 +25,7 @@ from grpo_tools.hub.card import (
     original_base,
     redact,
 )
+from grpo_tools.models.adapters import BASE_ADAPTER_DIR
 from grpo_tools.models.provenance import Provenance, ProvenanceError, read_provenance
 
 
@@ -283,6 +284,13 @@ def stage_run(
     """
     adapter_dir, staging = Path(adapter_dir), Path(staging_dir)
     adapter_config = check_adapter(adapter_dir)
+    # After a LoRA warm start the run's adapter needs the warm-started copy of the base; its stacked twin does not
+    weights_dir = adapter_dir / BASE_ADAPTER_DIR
+    stacked = not merge and (weights_dir / "adapter_config.json").is_file()
+    if stacked:
+        adapter_config = check_adapter(weights_dir)
+    else:
+        weights_dir = adapter_dir
     sources = [adapter_dir]
     if eval_dir is not None:
         eval_path = Path(eval_dir)
@@ -292,7 +300,7 @@ def stage_run(
             raise HubError(f"{eval_path}: no *_report.json or *.png to publish")
         if eval_path.resolve() != adapter_dir.resolve():
             sources.append(eval_path)
-    run = StagedRun(repo_id, adapter_config, merge)
+    run = StagedRun(repo_id, adapter_config, merge, stacked=stacked)
     staging.mkdir(parents=True, exist_ok=True)
     _copy_extras(sources, staging, run)  # first: the base model and its provenance come from run_info
     adapter_base = adapter_config.get("base_model_name_or_path")
@@ -313,7 +321,7 @@ def stage_run(
         _stage_merged(adapter_dir, staging, adapter_base)
     else:
         for name in ADAPTER_FILES:
-            shutil.copyfile(adapter_dir / name, staging / name)
+            shutil.copyfile(weights_dir / name, staging / name)
     run.base_inside_run = bool(adapter_base) and _inside(adapter_base, adapter_dir)
     if not merge and base_unpublished(run):
         logger.warning(

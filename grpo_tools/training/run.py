@@ -200,7 +200,8 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
     if trainer.accelerator.is_main_process:
         _plot_curves(training_args.output_dir)
 
-    # Push: after a warm start the adapter sits on a warm-started copy of the base, so the merged model is pushed
+    # Push: the adapter, stacked with a LoRA warm start's; after any other warm start it sits on a warm-started copy
+    # of the base, so the merged model is pushed
     if hub_repo and trainer.accelerator.is_main_process:
         _push(hub_repo, script_args, training_args)
     return {"before": before, "after": after}
@@ -294,6 +295,30 @@ def _save(
     if trainer.accelerator.is_main_process:
         tokenizer.save_pretrained(training_args.output_dir)
         write_run_info(training_args.output_dir, script_args, training_args, model_args, argv, multi_turn)
+        if model_args.use_peft:
+            _stack_on_base(training_args.output_dir)
+
+
+def _stack_on_base(output_dir: str) -> None:
+    """After a LoRA warm start, `output_dir/base_adapter`: the warm start's adapter and GRPO's as one, which plain
+    peft loads on the model training started from (`grpo_tools.models.adapters`). A stale one is removed."""
+    import shutil
+
+    from grpo_tools.models.adapters import BASE_ADAPTER_DIR, WARM_ADAPTER_DIR, StackError, stack_lora_adapters
+
+    stacked = Path(output_dir, BASE_ADAPTER_DIR)
+    if stacked.exists():
+        shutil.rmtree(stacked)
+    start = json.loads(Path(output_dir, "adapter_config.json").read_text()).get("base_model_name_or_path") or ""
+    warm_adapter = Path(start, WARM_ADAPTER_DIR)
+    if not start or not (warm_adapter / "adapter_config.json").is_file():
+        return  # GRPO started from a model no LoRA warm start made: its adapter applies to that model as it is
+    try:
+        base = stack_lora_adapters(warm_adapter, output_dir, stacked)
+    except StackError as error:
+        logger.warning("the adapter applies to %s only; it was not stacked with its warm start's: %s", start, error)
+        return
+    logger.info("%s: the warm start's and GRPO's adapters as one, for %s", stacked, base)
 
 
 def _compare(before: dict[str, Any], after: dict[str, Any], output_dir: str) -> None:
@@ -319,13 +344,14 @@ def _plot_curves(output_dir: str) -> None:
 
 def _push(hub_repo: str, script_args: Any, training_args: Any) -> None:
     from grpo_tools.hub.push import push_run
+    from grpo_tools.models.adapters import BASE_ADAPTER_DIR
 
     result = push_run(
         training_args.output_dir,
         hub_repo,
         private=bool(training_args.hub_private_repo),
         revision=training_args.hub_revision,
-        merge=script_args.warmup_sft_epochs > 0,
+        merge=script_args.warmup_sft_epochs > 0 and not Path(training_args.output_dir, BASE_ADAPTER_DIR).is_dir(),
         token=training_args.hub_token,
     )
     logger.info("pushed %d files to %s", len(result.files), result.url)

@@ -13,6 +13,7 @@ from typing import Any
 
 from grpo_tools.data.prompts import gold_message, load_rows, render_messages, render_prompt
 from grpo_tools.data.rows import DataError
+from grpo_tools.models.adapters import WARM_ADAPTER_DIR
 from grpo_tools.tools.environments import is_multi_turn
 from grpo_tools.tools.trajectories import sft_example
 from grpo_tools.training.configs import ConfigError
@@ -53,7 +54,8 @@ def warm_start(
 ) -> str:
     """Supervised fine-tuning on the gold answers (trl SFTTrainer), so the model knows the call format before GRPO;
     returns the folder of the warmed-up model. With `warmup_sft_peft`, a LoRA adapter built from `model_args` is
-    trained and merged into the weights, so the folder holds a plain model either way."""
+    trained and merged into the weights, so the folder holds a plain model either way, and the adapter is kept in its
+    `lora/` subfolder."""
     from trl import SFTConfig, SFTTrainer, get_peft_config
 
     config = SFTConfig(
@@ -87,7 +89,11 @@ def warm_start(
     with _labelled_positions_only_on_cpu():
         trainer.train()
     if peft_config is not None:
-        trainer.accelerator.unwrap_model(trainer.model).merge_and_unload().save_pretrained(output_dir)
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        # The adapter itself too, in a subfolder the model loaders pass over: the run stacks it with GRPO's adapter
+        # into one on the base model (`grpo_tools.models.adapters`).
+        model.save_pretrained(os.path.join(output_dir, WARM_ADAPTER_DIR))
+        model.merge_and_unload().save_pretrained(output_dir)
     else:
         trainer.save_model(output_dir)
     tokenizer.save_pretrained(output_dir)

@@ -420,6 +420,39 @@ def test_warm_started_adapter_on_a_converted_base_names_each_step(
     assert "--merge" in card.text
 
 
+def test_a_run_with_a_stacked_adapter_publishes_it_for_the_base_itself(
+    adapter_template, converted_base, tmp_path, smollm2_provenance, caplog
+):
+    """After a LoRA warm start the run holds `base_adapter`, its adapter stacked with the warm start's, which applies
+    to the base training started from: that one is published, with no note sending users to --merge."""
+    from safetensors.torch import load_file, save_file
+
+    run = make_run(
+        tmp_path / "run", adapter_template, run_info={"base_model": str(converted_base), "warm_start_epochs": 2}
+    )
+    warmup = shutil.copytree(converted_base, run / "warmup", dirs_exist_ok=True)
+    config = json.loads((run / "adapter_config.json").read_text())
+    (run / "adapter_config.json").write_text(json.dumps({**config, "base_model_name_or_path": str(warmup)}))
+    stacked = run / "base_adapter"
+    stacked.mkdir()
+    weights = load_file(run / "adapter_model.safetensors")
+    save_file({name: 2 * tensor for name, tensor in weights.items()}, stacked / "adapter_model.safetensors")
+    stacked_config = {**config, "r": 2 * config["r"], "base_model_name_or_path": str(converted_base)}
+    (stacked / "adapter_config.json").write_text(json.dumps(stacked_config))
+
+    result = hub.push_run(run, "me/stacked-smol", dry_run_dir=tmp_path / "out")
+
+    staged = result.folder
+    assert (staged / "adapter_model.safetensors").read_bytes() == (stacked / "adapter_model.safetensors").read_bytes()
+    assert json.loads((staged / "adapter_config.json").read_text())["base_model_name_or_path"] == str(converted_base)
+    assert not any(name.startswith(("warmup", "base_adapter")) for name in result.files)
+    card = ModelCard.load(staged / "README.md")
+    assert card.data.base_model == smollm2_provenance.base_model
+    assert "--merge" not in card.text and "trained on top of" not in card.text
+    assert f"holds the two side by side (rank {2 * config['r']})" in table_row(card.text, "Warm start")[1]
+    assert not any(record.levelno == logging.WARNING and "--merge" in record.getMessage() for record in caplog.records)
+
+
 def malformed_provenance(run: Path) -> None:
     base = Path(json.loads((run / "adapter_config.json").read_text())["base_model_name_or_path"])
     (base / PROVENANCE_FILE).write_text(json.dumps({"base_model": "HuggingFaceTB/SmolLM2-135M-Instruct"}))

@@ -226,7 +226,8 @@ def test_run_info_records_the_provenance_of_a_converted_base(tiny_model_dir, sma
 
 def test_a_lora_warm_start_on_its_own_rows_leaves_a_plain_merged_model(tiny_model_dir, small_data, tmp_path):
     """`warmup_sft_data` and `warmup_sft_peft`: the warm start trains a LoRA adapter on its own rows and merges it, so
-    GRPO starts from a plain model folder whose weights moved, and run_info says what the warm start saw."""
+    GRPO starts from a plain model folder whose weights moved, and run_info says what the warm start saw; the run
+    also writes `base_adapter`, both adapters as one on the base model."""
     from safetensors.torch import load_file
 
     warm_rows = tmp_path / "warm.jsonl"
@@ -254,3 +255,11 @@ def test_a_lora_warm_start_on_its_own_rows_leaves_a_plain_merged_model(tiny_mode
     assert info["warm_start_data"] == str(warm_rows) and info["warm_start_lora"] is True
     adapter = json.loads((tmp_path / "out" / "adapter_config.json").read_text())
     assert adapter["base_model_name_or_path"] == str(warm)
+    # The warm start's adapter is kept, and stacked with GRPO's into one that plain peft loads on the base model
+    assert (warm / "lora" / "adapter_model.safetensors").is_file()
+    stacked = json.loads((tmp_path / "out" / "base_adapter" / "adapter_config.json").read_text())
+    assert stacked["base_model_name_or_path"] == tiny_model_dir and stacked["r"] == 2 * adapter["r"]
+    # A later run in the same folder without a warm start leaves no stale stacked adapter for `push` to publish
+    rerun = write_recipe(tmp_path / "r2.yaml", tiny_model_dir, small_data["train"], tmp_path / "out", max_steps=1)
+    assert cli(["train", "--config", rerun]) == 0
+    assert not (tmp_path / "out" / "base_adapter").exists()
