@@ -195,6 +195,8 @@ def _evaluation_section(run: StagedRun) -> list[str]:
         if not present:
             continue
         reports = [report for _, report in present]
+        if first == "before" and (run.run_info or {}).get("warm_start_epochs"):
+            how += " (before means after the warm start)"
         lines += [f"Tool-call accuracy (the fraction of rows whose calls are correct), {how}.", ""]
         lines += [*_eval_table(present), "", _scorer_line(reports)]
         if len({(report.get("scorer"), report.get("rows", {}).get("data")) for report in reports}) > 1:

@@ -450,6 +450,7 @@ def test_a_run_with_a_stacked_adapter_publishes_it_for_the_base_itself(
     assert card.data.base_model == smollm2_provenance.base_model
     assert "--merge" not in card.text and "trained on top of" not in card.text
     assert f"holds the two side by side (rank {2 * config['r']})" in table_row(card.text, "Warm start")[1]
+    assert "before and after GRPO (before means after the warm start)" in card.text
     assert not any(record.levelno == logging.WARNING and "--merge" in record.getMessage() for record in caplog.records)
 
 
