@@ -28,7 +28,8 @@ def _random_adapter(model, **lora):
 @pytest.fixture
 def warm_and_grpo(tiny_model_dir, tmp_path):
     """A warm start's adapter (rank 4, alpha 8) merged into a copy of the tiny model, and a GRPO adapter (rank-stabilized
-    rank 2, alpha 3) trained on that copy; returns their folders and the merged model with GRPO's adapter."""
+    rank 2, alpha 3) made on that copy, both with random weights; returns their folders and the merged model with
+    GRPO's adapter."""
     from transformers import AutoModelForCausalLM
 
     warm = _random_adapter(AutoModelForCausalLM.from_pretrained(tiny_model_dir), r=4, lora_alpha=8)
