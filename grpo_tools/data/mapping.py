@@ -9,8 +9,8 @@ The same five tools as `grpo_tools.data.synthetic`, in three splits with differe
   request, or one for a tool that is not offered). Its mapped rows are drawn and dropped (`DROPS_MAPPED`).
 - `eval` (held out): a quarter need no call, with calls whose (tool, arguments) combination occurs in no other split
   (`synthetic.call_split`); a third of its call rows name currencies in words ("50 euros in yen" -> `EUR`, `JPY`) or
-  give timers in hours ("an hour and a half" -> `minutes: 90`), and its mapped and unrelated requests are phrased by
-  templates no other split uses.
+  give timers in hours ("an hour and a half" -> `minutes: 90`), and all its requests, literal, mapped and unrelated,
+  are worded by templates no other split uses.
 Regenerate the bundled files with `python -m grpo_tools.data.mapping --out data`.
 """
 
@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from grpo_tools.data.catalog import PERIODS
 from grpo_tools.data.synthetic import (
     AMOUNTS,
     CURRENCIES,
@@ -29,12 +30,22 @@ from grpo_tools.data.synthetic import (
     TOOLS,
     UNRELATED_REQUESTS,
     call_split,
+    minutes_text,
+    number_text,
+    single_call,
     single_request,
     write_splits,
 )
 
 
-__all__ = ["MAPPING_FILES", "MAPPING_ROWS", "generate_mapping_rows", "main", "write_mapping_data"]
+__all__ = [
+    "EVAL_REQUEST_TEMPLATES",
+    "MAPPING_FILES",
+    "MAPPING_ROWS",
+    "generate_mapping_rows",
+    "main",
+    "write_mapping_data",
+]
 
 SPLITS = ("warmup", "train", "eval")
 MAPPING_FILES = {split: f"mapping_{split}.jsonl" for split in SPLITS}
@@ -77,6 +88,36 @@ TIMER_TEMPLATES = {
     "train": ("Set a timer for {hours}.", "Set a {label} timer for {hours}."),
     "eval": ("Wake me in {hours}.", "Give me {hours} on the clock for the {label}."),
 }
+# Sentence templates of the held-out literal requests, by tool and by the arguments the call carries. The warm start
+# and GRPO word theirs with `grpo_tools.data.synthetic`'s templates, so no held-out request is worded as one they saw.
+EVAL_REQUEST_TEMPLATES = {
+    "get_weather": {
+        ("city",): ("Check the conditions in {city} for me.", "Is it raining in {city} at the moment?"),
+        ("city", "unit"): (
+            "Give me the {city} forecast in {unit}.",
+            "I'm heading to {city}; how warm is it there in {unit}?",
+        ),
+    },
+    "convert_currency": {
+        ("amount", "from_currency", "to_currency"): (
+            "What's {amount} {from_currency} worth in {to_currency}?",
+            "Turn {amount} {from_currency} into {to_currency} for me.",
+        ),
+    },
+    "set_timer": {
+        ("minutes",): ("Alert me after {minutes}.", "Put {minutes} on the clock."),
+        ("label", "minutes"): ("I need a {label} timer of {minutes}.", "Please time my {label}: {minutes}."),
+    },
+    "search_flights": {
+        ("date", "destination", "origin"): (
+            "Look up flights leaving {origin} for {destination} on {date}.",
+            "What flights go from {origin} to {destination} on {date}?",
+        ),
+    },
+    "get_stock_price": {
+        ("period", "symbol"): ("Pull up {symbol} shares {period}.", "Where has {symbol} traded {period}?"),
+    },
+}
 EVAL_UNRELATED = (
     "What's a good name for a golden retriever?",
     "Explain how rainbows form.",
@@ -112,9 +153,24 @@ def _timer_row(rng: random.Random, split: str) -> tuple[str, dict[str, Any]]:
             return template.format(hours=HOURS[minutes], label=label), arguments
 
 
+def _literal_request(rng: random.Random, name: str, split: str) -> tuple[str, list[dict[str, Any]]]:
+    """A literal request for one call to `name`; the held-out split words it with `EVAL_REQUEST_TEMPLATES`."""
+    if split != "eval":
+        return single_request(rng, name, "train")
+    arguments = single_call(rng, name, "eval")
+    template = rng.choice(EVAL_REQUEST_TEMPLATES[name][tuple(sorted(arguments))])
+    words = {**arguments}
+    if "amount" in words:
+        words["amount"] = number_text(words["amount"])
+    if "minutes" in words:
+        words["minutes"] = minutes_text(words["minutes"])
+    if "period" in words:
+        words["period"] = rng.choice(PERIODS[words["period"]])
+    return template.format(**words), [arguments]
+
+
 def _row(rng: random.Random, split: str, category: str) -> tuple[dict[str, Any], bool]:
     """A row of `split` in `category`, and whether its request needs words mapped."""
-    combinations = "eval" if split == "eval" else "train"
     names = list(TOOLS)
     mapped = split != "warmup" and category in ("simple", "multiple") and rng.random() < MAPPED_SHARE
     target = rng.choice(("convert_currency", "set_timer")) if mapped else rng.choice(names)
@@ -126,13 +182,13 @@ def _row(rng: random.Random, split: str, category: str) -> tuple[dict[str, Any],
     if category == "irrelevance":
         offered = rng.sample(others, rng.randint(1, 3))
         unrelated = EVAL_UNRELATED if split == "eval" else UNRELATED_REQUESTS
-        text = rng.choice(unrelated) if rng.random() < 0.5 else single_request(rng, target, combinations)[0]
+        text = rng.choice(unrelated) if rng.random() < 0.5 else _literal_request(rng, target, split)[0]
         calls: list[dict[str, Any]] = []
     elif mapped:
         text, arguments = (_currency_row if target == "convert_currency" else _timer_row)(rng, split)
         calls = [arguments]
     else:
-        text, calls = single_request(rng, target, combinations)
+        text, calls = _literal_request(rng, target, split)
     row = {
         "messages": [{"role": "user", "content": text}],
         "tools": [TOOLS[name] for name in offered],

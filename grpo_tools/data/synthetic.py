@@ -40,7 +40,10 @@ __all__ = [
     "call_split",
     "generate_rows",
     "main",
+    "minutes_text",
+    "number_text",
     "parallel_request",
+    "single_call",
     "single_request",
     "write_bundled_data",
     "write_splits",
@@ -68,12 +71,12 @@ def call_split(name: str, arguments: dict[str, Any]) -> str:
     return "eval" if zlib.crc32(key) % 100 < EVAL_PERCENT else "train"
 
 
-def _num(value: float) -> str:
+def number_text(value: float) -> str:
     """A number as it appears in a prompt: the same text as its JSON, so the model can copy it verbatim."""
     return json.dumps(value)
 
 
-def _minutes(value: int) -> str:
+def minutes_text(value: int) -> str:
     return "1 minute" if value == 1 else f"{value} minutes"
 
 
@@ -131,7 +134,7 @@ def _currency_sample(rng: random.Random) -> Arguments:
 
 
 def _currency_phrase(rng: random.Random, a: Arguments) -> str:
-    amount, source, target = _num(a["amount"]), a["from_currency"], a["to_currency"]
+    amount, source, target = number_text(a["amount"]), a["from_currency"], a["to_currency"]
     return rng.choice(
         (
             f"Convert {amount} {source} to {target}.",
@@ -146,11 +149,11 @@ def _currency_parallel(rng: random.Random) -> tuple[str, list[Arguments]]:
     if rng.random() < 0.5:
         source, first, second = rng.sample(CURRENCIES, 3)
         amount = rng.choice(AMOUNTS)
-        text = f"Convert {_num(amount)} {source} to {first} and to {second}."
+        text = f"Convert {number_text(amount)} {source} to {first} and to {second}."
         calls = [{"amount": amount, "from_currency": source, "to_currency": target} for target in (first, second)]
         return text, calls
     one, two = _currency_sample(rng), _currency_sample(rng)
-    (a1, f1, t1), (a2, f2, t2) = ((_num(c["amount"]), c["from_currency"], c["to_currency"]) for c in (one, two))
+    (a1, f1, t1), (a2, f2, t2) = ((number_text(c["amount"]), c["from_currency"], c["to_currency"]) for c in (one, two))
     text = rng.choice(
         (f"Convert {a1} {f1} to {t1} and {a2} {f2} to {t2}.", f"How much is {a1} {f1} in {t1}, and {a2} {f2} in {t2}?")
     )
@@ -169,17 +172,17 @@ def _timer_phrase(rng: random.Random, a: Arguments) -> str:
     if "label" in a:
         return rng.choice(
             (
-                f"Set a timer for {_minutes(minutes)} for {a['label']}.",
+                f"Set a timer for {minutes_text(minutes)} for {a['label']}.",
                 f"Start a {minutes} minute {a['label']} timer.",
-                f"Remind me about the {a['label']} in {_minutes(minutes)}.",
-                f"Timer for {a['label']}: {_minutes(minutes)}.",
+                f"Remind me about the {a['label']} in {minutes_text(minutes)}.",
+                f"Timer for {a['label']}: {minutes_text(minutes)}.",
             )
         )
     return rng.choice(
         (
-            f"Set a timer for {_minutes(minutes)}.",
+            f"Set a timer for {minutes_text(minutes)}.",
             f"Start a {minutes} minute timer.",
-            f"Count down {_minutes(minutes)} for me.",
+            f"Count down {minutes_text(minutes)} for me.",
         )
     )
 
@@ -188,7 +191,7 @@ def _timer_parallel(rng: random.Random) -> tuple[str, list[Arguments]]:
     (m1, m2), (l1, l2) = rng.sample(MINUTES, 2), rng.sample(LABELS, 2)
     text = rng.choice(
         (
-            f"Set two timers: {_minutes(m1)} for {l1} and {_minutes(m2)} for {l2}.",
+            f"Set two timers: {minutes_text(m1)} for {l1} and {minutes_text(m2)} for {l2}.",
             f"Start a {m1} minute {l1} timer and a {m2} minute {l2} timer.",
         )
     )
@@ -271,13 +274,18 @@ _TEMPLATES = {
 }
 
 
-def single_request(rng: random.Random, name: str, split: str) -> tuple[str, list[Arguments]]:
-    """A request for one call to `name` whose combination belongs to `split` (rejection sampling)."""
-    template = _TEMPLATES[name]
+def single_call(rng: random.Random, name: str, split: str) -> Arguments:
+    """The arguments of one call to `name` whose combination belongs to `split` (rejection sampling)."""
     while True:
-        arguments = template.sample(rng)
+        arguments = _TEMPLATES[name].sample(rng)
         if call_split(name, arguments) == split:
-            return template.phrase(rng, arguments), [arguments]
+            return arguments
+
+
+def single_request(rng: random.Random, name: str, split: str) -> tuple[str, list[Arguments]]:
+    """A request for one call to `name` whose combination belongs to `split`, in one of this module's phrasings."""
+    arguments = single_call(rng, name, split)
+    return _TEMPLATES[name].phrase(rng, arguments), [arguments]
 
 
 def parallel_request(rng: random.Random, name: str, split: str) -> tuple[str, list[Arguments]]:

@@ -1,7 +1,7 @@
 """The bundled mapping task (`grpo_tools.data.mapping`, what `make train` trains SmolLM2 on): the committed files are
 what the generator writes, and each split does the job data/README.md gives it: the warm start and GRPO see only
 literal requests, only the held-out split has mapped ones, a quarter of every split or more needs no call, and the
-held-out split shares no call and no mapped or unrelated phrasing with the others."""
+held-out split shares no call and no phrasing with the others."""
 
 import json
 import re
@@ -14,6 +14,7 @@ from grpo_tools.data import mapping
 from grpo_tools.data.mapping import (
     CURRENCY_NAMES,
     CURRENCY_TEMPLATES,
+    EVAL_REQUEST_TEMPLATES,
     EVAL_UNRELATED,
     HOURS,
     MAPPING_FILES,
@@ -97,8 +98,18 @@ def test_the_held_out_split_shares_no_call_and_no_phrasing(splits):
     assert not _calls(splits["eval"]) & _calls(seen)
     seen_texts = {row["messages"][0]["content"] for row in seen}
     assert not any(request in seen_texts for request in EVAL_UNRELATED)
-    held_out = [_template_pattern(t) for t in CURRENCY_TEMPLATES["eval"] + TIMER_TEMPLATES["eval"]]
+    literal = [
+        _template_pattern(template)
+        for by_arguments in EVAL_REQUEST_TEMPLATES.values()
+        for templates in by_arguments.values()
+        for template in templates
+    ]
+    held_out = [_template_pattern(t) for t in CURRENCY_TEMPLATES["eval"] + TIMER_TEMPLATES["eval"]] + literal
     assert not any(pattern.match(text) for pattern in held_out for text in seen_texts)
+    # Every held-out request is worded by a held-out template, or is one of the held-out unrelated requests.
+    for row in splits["eval"]:
+        text = row["messages"][0]["content"]
+        assert text in EVAL_UNRELATED or any(pattern.match(text) for pattern in held_out), text
     assert (
-        sum(any(pattern.match(row["messages"][0]["content"]) for pattern in held_out) for row in splits["eval"]) >= 10
+        sum(any(pattern.match(row["messages"][0]["content"]) for pattern in literal) for row in splits["eval"]) >= 40
     )
