@@ -77,6 +77,7 @@ def number_text(value: float) -> str:
 
 
 def minutes_text(value: int) -> str:
+    """A number of minutes as a request writes it ("1 minute", "25 minutes")."""
     return "1 minute" if value == 1 else f"{value} minutes"
 
 
