@@ -17,6 +17,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing in the tests may reach t
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def float32_on_every_cpu():
+    """Training configurations left without `bf16` choose it on a CPU that computes it natively: the tests run in
+    float32 on every machine instead, so that their figures do not depend on the CPU (the tests of the choice itself
+    patch it again)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("grpo_tools.training.configs.cpu_has_native_bf16", lambda: False)
+        yield
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """The tiny Qwen2-style model and tokenizer with the tool-calling chat template, saved to a folder."""

@@ -24,7 +24,10 @@ def bench():
     """The benchmark scripts as modules (they import their shared helpers from their own folder)."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
-        yield {name: importlib.import_module(name) for name in ("common", "bench_trainer", "bench_memory", "gpu")}
+        yield {
+            name: importlib.import_module(name)
+            for name in ("common", "bench_trainer", "bench_memory", "bench_precision", "gpu")
+        }
     finally:
         sys.path.remove(str(BENCHMARKS))
 
@@ -351,3 +354,14 @@ def test_padded_tokenizer_decodes_every_id_of_a_full_size_vocabulary(bench, tiny
     assert after.convert_tokens_to_ids(["<|endoftext|>", "<|im_end|>"]) == [0, 2]  # the model config's pad and EOS
     assert after.convert_tokens_to_ids("</tool_response>") == 151_935  # the tags moved to the top ids
     assert after.decode([len(before)]) == f"<|pad_{len(before)}|>"  # an id the old one lacked decodes
+
+
+def test_precision_benchmark_times_float32_and_bf16_and_refuses_a_missing_model(bench, tiny_model_dir, tmp_path):
+    precision = bench["bench_precision"]
+    output = tmp_path / "precision.json"
+    args = ["--batch", "2", "--prompt-tokens", "8", "--new-tokens", "4", "--repeats", "1", "--output", str(output)]
+    assert precision.main(["--model", tiny_model_dir, *args]) == 0
+    result = json.loads(output.read_text())
+    assert set(result["results"]) == {"float32", "bf16 autocast"}
+    assert all(row["train_pass_s"] > 0 and row["generation_s"] > 0 for row in result["results"].values())
+    assert precision.main(["--model", str(tmp_path / "absent"), *args]) == 2

@@ -87,8 +87,27 @@ def _reward_columns(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def prompt_dataset(rows: list[dict[str, Any]], tokenizer: Any) -> Any:
-    """A `datasets.Dataset` for `GRPOTrainer`: `prompt` (text) plus the columns the tool rewards read."""
+def gold_completion(tokenizer: Any, row: dict[str, Any]) -> str:
+    """The gold turn as the model's chat template writes it after `render_prompt`'s text (end-of-turn included)."""
+    prompt = render_prompt(tokenizer, row)
+    full = render_messages(tokenizer, [*row["messages"], gold_message(row)], row["tools"], generation_prompt=False)
+    if not full.startswith(prompt):
+        raise DataError(
+            f"row id={row['id']}: the chat template does not render the assistant's answer as a continuation of "
+            "the prompt, so its gold completion cannot be separated from the prompt"
+        )
+    return full[len(prompt) :]
+
+
+def prompt_dataset(rows: list[dict[str, Any]], tokenizer: Any, with_gold: bool = False) -> Any:
+    """A `datasets.Dataset` for `GRPOTrainer`: `prompt` (text) plus the columns the tool rewards read, and with
+    `with_gold` the gold turn as `gold_completion`."""
     from datasets import Dataset
 
-    return Dataset.from_list([{"prompt": render_prompt(tokenizer, row), **_reward_columns(row)} for row in rows])
+    records = []
+    for row in rows:
+        record = {"prompt": render_prompt(tokenizer, row), **_reward_columns(row)}
+        if with_gold:
+            record["gold_completion"] = gold_completion(tokenizer, row)
+        records.append(record)
+    return Dataset.from_list(records)

@@ -250,13 +250,18 @@ def _build_trainer(
     reward_funcs = get_reward_funcs(training_args.reward_funcs)
     rollouts: dict[str, Any] = {}
     if multi_turn:
+        if training_args.gold_in_group:
+            raise ConfigError("gold_in_group needs single-turn rows; these are multi-turn (they have `env`)")
         reward_funcs = [trajectory_reward(function) for function in reward_funcs]
         rollouts["environment_factory"] = make_environment_factory(train_rows, training_args.tool_timeout)
+        train_dataset = multi_turn_dataset(train_rows)
+    else:
+        train_dataset = prompt_dataset(train_rows, tokenizer, with_gold=training_args.gold_in_group)
     trainer = ToolGRPOTrainer(
         model=model_path,
         reward_funcs=reward_funcs,
         args=training_args,
-        train_dataset=multi_turn_dataset(train_rows) if multi_turn else prompt_dataset(train_rows, tokenizer),
+        train_dataset=train_dataset,
         processing_class=tokenizer,
         peft_config=get_peft_config(model_args),
         **rollouts,

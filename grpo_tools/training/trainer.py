@@ -189,6 +189,7 @@ class ToolGRPOTrainer(GRPOTrainer):
         return rewards
 
     def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
+        self._gold_texts = [row.get("gold_completion") for row in inputs] if self.args.gold_in_group else None
         if not (self.model.training and getattr(self.args, "skip_zero_std_groups", False)):
             return super()._generate_and_score_completions(inputs)
         # trl skips its reference pass when beta is 0: run it below, on the rows kept, instead of on every row.
@@ -338,13 +339,17 @@ class ToolGRPOTrainer(GRPOTrainer):
         num_generations: int,
         has_tool_images: bool = False,
     ) -> tuple[list[list[int]], Any]:
-        """trl's generation; on the CPU with transformers' `generate` and text only, each prompt prefilled once.
+        """trl's generation; on the CPU with transformers' `generate` and text only, each prompt prefilled once, and
+        under bf16 autocast when training is.
 
         `generate` runs its prefill over every row, and a group's `num_generations` rows carry the same prompt: on
         one CPU thread that prefill was about a third of a SmolLM2 rollout (README, Performance). Here each distinct
         prompt (less its last token) runs once, its cache is copied to the rows that share it, and `generate` goes on
         from there: its positions and padding mask are its own, so with the same seed the samples are the same
         tokens up to float rounding.
+
+        trl calls `generate` on the unwrapped model, outside the autocast that accelerate puts around the training
+        forward: with `bf16` on a CPU, sampling would run in float32, the slower half of a step (README, Performance).
         """
         plain = (
             self.use_vllm
@@ -355,10 +360,31 @@ class ToolGRPOTrainer(GRPOTrainer):
             or self.accelerator.device.type != "cpu"
         )
         model = self.accelerator.unwrap_model(self.model_wrapped)
-        with contextlib.nullcontext() if plain else _prefill_once_per_prompt(model):
-            return super()._generate_single_turn(
+        on_cpu = self.accelerator.device.type == "cpu"
+        autocast = (
+            torch.autocast("cpu", dtype=torch.bfloat16) if on_cpu and self.args.bf16 else contextlib.nullcontext()
+        )
+        with contextlib.nullcontext() if plain else _prefill_once_per_prompt(model), autocast:
+            completion_ids, logprobs = super()._generate_single_turn(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images
             )
+        gold = getattr(self, "_gold_texts", None)
+        if gold and self.model.training and len(gold) == len(completion_ids):
+            completion_ids = self._with_gold(completion_ids, gold, num_generations)
+        return completion_ids, logprobs
+
+    def _with_gold(self, completion_ids: list[list[int]], gold: list[str | None], num_generations: int) -> list:
+        """The last completion of each group replaced by that row's gold turn, cut after its end of turn and to
+        `max_completion_length`."""
+        completion_ids = list(completion_ids)
+        eos = set(self.eos_token_ids)
+        for index in range(num_generations - 1, len(completion_ids), num_generations):
+            if gold[index] is None:
+                continue
+            ids = self._tokenizer(gold[index], add_special_tokens=False)["input_ids"]
+            end = next((position for position, token in enumerate(ids) if token in eos), len(ids) - 1)
+            completion_ids[index] = ids[: end + 1][: self.max_completion_length]
+        return completion_ids
 
     def _informative_rows(self, local_rows: int) -> torch.Tensor:
         """This process's rows whose group's weighted rewards are not all equal, as a boolean mask."""

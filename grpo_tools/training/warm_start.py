@@ -11,8 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from grpo_tools.data.prompts import gold_message, load_rows, render_messages, render_prompt
-from grpo_tools.data.rows import DataError
+from grpo_tools.data.prompts import gold_completion, load_rows, render_prompt
 from grpo_tools.models.adapters import WARM_ADAPTER_DIR
 from grpo_tools.tools.environments import is_multi_turn
 from grpo_tools.tools.trajectories import sft_example
@@ -30,17 +29,9 @@ def sft_dataset(rows: list[dict[str, Any]], tokenizer: Any) -> Any:
 
     if is_multi_turn(rows):
         return Dataset.from_list([sft_example(row, tokenizer) for row in rows])
-    records = []
-    for row in rows:
-        prompt = render_prompt(tokenizer, row)
-        full = render_messages(tokenizer, [*row["messages"], gold_message(row)], row["tools"], generation_prompt=False)
-        if not full.startswith(prompt):
-            raise DataError(
-                f"row id={row['id']}: the chat template does not render the assistant's answer as a continuation of "
-                "the prompt, so a supervised warm start cannot separate prompt and completion"
-            )
-        records.append({"prompt": prompt, "completion": full[len(prompt) :]})
-    return Dataset.from_list(records)
+    return Dataset.from_list(
+        [{"prompt": render_prompt(tokenizer, row), "completion": gold_completion(tokenizer, row)} for row in rows]
+    )
 
 
 def warm_start(

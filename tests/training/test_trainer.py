@@ -4,6 +4,7 @@ rollouts come from the adapter as updated, non-finite rewards stop the run with 
 `skip_zero_std_groups` trains on exactly the groups whose rewards differ, and the configuration errors that would make
 adaptive KL meaningless."""
 
+import json
 import math
 import os
 from functools import partial
@@ -46,7 +47,7 @@ def make_trainer(model_dir, train_path, output_dir, reward_funcs=(letter_reward,
         model=model_dir,
         reward_funcs=list(reward_funcs),
         args=ToolGRPOConfig(**settings),
-        train_dataset=prompt_dataset(load_rows(train_path), tokenizer),
+        train_dataset=prompt_dataset(load_rows(train_path), tokenizer, with_gold=settings.get("gold_in_group", False)),
         processing_class=tokenizer,
         peft_config=LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"),
     )
@@ -431,5 +432,43 @@ def test_bf16_on_a_cpu_without_native_bf16_is_warned_about(native, tmp_path, mon
     assert ("set bf16: false" in caplog.text) is not native
     caplog.clear()
     with caplog.at_level("WARNING", logger="grpo_tools.training.configs"):
-        assert not ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True).bf16  # unset: float32 on the CPU
+        unset = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True)
+    assert unset.bf16 is native  # unset: bf16 where the CPU computes it natively, float32 elsewhere
     assert "bf16" not in caplog.text
+
+
+def test_gold_in_group_makes_the_last_completion_of_each_group_the_rows_gold_turn(
+    tiny_model_dir, small_data, tmp_path
+):
+    """Every group then holds one right answer, scored like the samples beside it; the samples stay samples."""
+    exact = get_reward_funcs(["tool_exact"])[0]
+    seen = []
+
+    def recording_exact(completions, **kwargs):
+        scores = exact(completions, **kwargs)
+        seen.extend(zip(completions, kwargs["answers"], scores, strict=True))
+        return scores
+
+    trainer = make_trainer(
+        tiny_model_dir, small_data["train"], tmp_path, reward_funcs=(recording_exact,), gold_in_group=True,
+        max_steps=1, max_completion_length=160, temperature=1.0,
+    )  # fmt: skip
+    trainer.train()
+    assert len(seen) == 8  # two groups of four
+    golds = {json.dumps(row["answers"]) for row in load_rows(small_data["train"])}
+    for index in (3, 7):
+        completion, answers, score = seen[index]
+        assert completion.startswith("<tool_call>") or answers == "[]"
+        assert score == 1.0  # the gold turn, parsed and scored like any completion
+        assert answers in golds
+    assert all(seen[index][2] == 0.0 for index in (0, 1, 2, 4, 5, 6))  # the tiny model's own samples are not gold
+    assert trainer.state.log_history[0]["rewards/recording_exact/mean"] == pytest.approx(0.25)
+
+
+def test_gold_in_group_refuses_multi_turn_rows(tmp_path):
+    from grpo_tools.training.run import _build_trainer
+
+    rows = [{"id": "m", "messages": [], "tools": [], "answers": [], "env": {"name": "workbench"}, "expected": 1}]
+    args = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True, gold_in_group=True)
+    with pytest.raises(ConfigError, match="gold_in_group needs single-turn rows"):
+        _build_trainer("unused", None, rows, args, model_args=type("Model", (), {"dtype": None})())
