@@ -339,8 +339,8 @@ class ToolGRPOTrainer(GRPOTrainer):
         num_generations: int,
         has_tool_images: bool = False,
     ) -> tuple[list[list[int]], Any]:
-        """trl's generation; on the CPU with transformers' `generate` and text only, each prompt prefilled once, and
-        under bf16 autocast when training is.
+        """trl's generation; on the CPU with transformers' `generate` and text only, each prompt prefilled once; with
+        `gold_in_group`, the last completion of each group replaced by its row's gold turn.
 
         `generate` runs its prefill over every row, and a group's `num_generations` rows carry the same prompt: on
         one CPU thread that prefill was about a third of a SmolLM2 rollout (README, Performance). Here each distinct
@@ -348,8 +348,9 @@ class ToolGRPOTrainer(GRPOTrainer):
         from there: its positions and padding mask are its own, so with the same seed the samples are the same
         tokens up to float rounding.
 
-        trl calls `generate` on the unwrapped model, outside the autocast that accelerate puts around the training
-        forward: with `bf16` on a CPU, sampling would run in float32, the slower half of a step (README, Performance).
+        Sampling stays in float32 under `bf16` on a CPU (trl calls `generate` outside accelerate's autocast): with
+        bf16 autocast around it, SmolLM2's GRPO steps took about 30% longer on a CPU with AMX, since each token's
+        step recasts every weight for a few rows' worth of arithmetic (README, Performance).
         """
         plain = (
             self.use_vllm
@@ -360,11 +361,7 @@ class ToolGRPOTrainer(GRPOTrainer):
             or self.accelerator.device.type != "cpu"
         )
         model = self.accelerator.unwrap_model(self.model_wrapped)
-        on_cpu = self.accelerator.device.type == "cpu"
-        autocast = (
-            torch.autocast("cpu", dtype=torch.bfloat16) if on_cpu and self.args.bf16 else contextlib.nullcontext()
-        )
-        with contextlib.nullcontext() if plain else _prefill_once_per_prompt(model), autocast:
+        with contextlib.nullcontext() if plain else _prefill_once_per_prompt(model):
             completion_ids, logprobs = super()._generate_single_turn(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images
             )
