@@ -133,8 +133,8 @@ class ToolGRPOConfig(GRPOConfig):
 
             # trl turns bf16 on unless told otherwise, which transformers rejects where no GPU can run it: choose
             # bf16 where it runs natively, full precision elsewhere (a recipe that sets `bf16` is taken at its word).
-            # On a CPU with avx512_bf16 or AMX, bf16 autocast made SmolLM2-135M's forward and backward pass 3.5 times
-            # faster than float32 (README, Performance); on one without, ten times slower.
+            # On a CPU with AMX, bf16 autocast made SmolLM2-135M's forward and backward pass 2.4 times faster than
+            # float32 (benchmarks/bench_precision.py); on one without avx512_bf16 or AMX, ten times slower.
             on_gpu = not self.use_cpu and torch.cuda.is_available()
             self.bf16 = torch.cuda.is_bf16_supported() if on_gpu else cpu_has_native_bf16()
         super().__post_init__()

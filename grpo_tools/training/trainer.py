@@ -95,6 +95,8 @@ class ToolGRPOTrainer(GRPOTrainer):
         self.kl_history: list[tuple[float, float]] = []
         # Weighted rewards of the last training batch, all processes, for `skip_zero_std_groups`.
         self._last_weighted_rewards: torch.Tensor | None = None
+        # With `gold_in_group`: the gold turn of each row of the batch being generated, in trl's order.
+        self._gold_texts: list[str | None] | None = None
 
     def _compute_loss(self, model: torch.nn.Module, inputs: dict[str, Any]) -> torch.Tensor:
         held = getattr(self.args, "kl_only_tokens", 0)
@@ -189,7 +191,8 @@ class ToolGRPOTrainer(GRPOTrainer):
         return rewards
 
     def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
-        self._gold_texts = [row.get("gold_completion") for row in inputs] if self.args.gold_in_group else None
+        gold = getattr(self.args, "gold_in_group", False)
+        self._gold_texts = [row.get("gold_completion") for row in inputs] if gold else None
         if not (self.model.training and getattr(self.args, "skip_zero_std_groups", False)):
             return super()._generate_and_score_completions(inputs)
         # trl skips its reference pass when beta is 0: run it below, on the rows kept, instead of on every row.
@@ -365,12 +368,14 @@ class ToolGRPOTrainer(GRPOTrainer):
             completion_ids, logprobs = super()._generate_single_turn(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images
             )
-        gold = getattr(self, "_gold_texts", None)
+        gold = self._gold_texts
         if gold and self.model.training and len(gold) == len(completion_ids):
             completion_ids = self._with_gold(completion_ids, gold, num_generations)
         return completion_ids, logprobs
 
-    def _with_gold(self, completion_ids: list[list[int]], gold: list[str | None], num_generations: int) -> list:
+    def _with_gold(
+        self, completion_ids: list[list[int]], gold: list[str | None], num_generations: int
+    ) -> list[list[int]]:
         """The last completion of each group replaced by that row's gold turn, cut after its end of turn and to
         `max_completion_length`."""
         completion_ids = list(completion_ids)

@@ -1,8 +1,8 @@
 """Tests for `grpo_tools.training.trainer.ToolGRPOTrainer` on the tiny offline model: the reference is the base model with the
 adapter disabled (no second copy), the adaptive coefficient holds the KL near its target where a fixed one does not,
 rollouts come from the adapter as updated, non-finite rewards stop the run with the last checkpoint intact,
-`skip_zero_std_groups` trains on exactly the groups whose rewards differ, and the configuration errors that would make
-adaptive KL meaningless."""
+`skip_zero_std_groups` trains on exactly the groups whose rewards differ, `gold_in_group` puts each row's gold turn in
+its group, and the configuration errors that would make adaptive KL meaningless."""
 
 import json
 import math
