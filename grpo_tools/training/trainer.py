@@ -343,7 +343,7 @@ class ToolGRPOTrainer(GRPOTrainer):
         has_tool_images: bool = False,
     ) -> tuple[list[list[int]], Any]:
         """trl's generation; on the CPU with transformers' `generate` and text only, each prompt prefilled once; with
-        `gold_in_group`, the last completion of each group replaced by its row's gold turn.
+        `gold_in_group`, the last completion of each group is its row's gold turn (not sampled, where `generate` runs).
 
         `generate` runs its prefill over every row, and a group's `num_generations` rows carry the same prompt: on
         one CPU thread that prefill was about a third of a SmolLM2 rollout (README, Performance). Here each distinct
@@ -364,12 +364,22 @@ class ToolGRPOTrainer(GRPOTrainer):
             or self.accelerator.device.type != "cpu"
         )
         model = self.accelerator.unwrap_model(self.model_wrapped)
+        gold = self._gold_texts or []
+        if not self.model.training or len(gold) != len(prompt_ids):
+            gold = []
+        # With transformers' `generate`, the rows a gold turn will replace are not sampled at all (a quarter of a
+        # group of four); vLLM and continuous batching take the whole batch, and their samples there are dropped.
+        sampled = range(len(prompt_ids))
+        if gold and not (self.use_vllm or self.use_transformers_continuous_batching):
+            sampled = [index for index in sampled if not _gold_slot(index, gold, num_generations)]
         with contextlib.nullcontext() if plain else _prefill_once_per_prompt(model):
-            completion_ids, logprobs = super()._generate_single_turn(
-                prompt_ids, images, multimodal_fields, num_generations, has_tool_images
+            samples, logprobs = super()._generate_single_turn(
+                [prompt_ids[index] for index in sampled], images, multimodal_fields, num_generations, has_tool_images
             )
-        gold = self._gold_texts
-        if gold and self.model.training and len(gold) == len(completion_ids):
+        completion_ids: list[list[int]] = [[] for _ in prompt_ids]
+        for index, sample in zip(sampled, samples, strict=True):
+            completion_ids[index] = sample
+        if gold:
             completion_ids = self._with_gold(completion_ids, gold, num_generations)
         return completion_ids, logprobs
 
@@ -380,8 +390,8 @@ class ToolGRPOTrainer(GRPOTrainer):
         `max_completion_length`."""
         completion_ids = list(completion_ids)
         eos = set(self.eos_token_ids)
-        for index in range(num_generations - 1, len(completion_ids), num_generations):
-            if gold[index] is None:
+        for index in range(len(completion_ids)):
+            if not _gold_slot(index, gold, num_generations):
                 continue
             ids = self._tokenizer(gold[index], add_special_tokens=False)["input_ids"]
             end = next((position for position, token in enumerate(ids) if token in eos), len(ids) - 1)
@@ -425,6 +435,11 @@ class ToolGRPOTrainer(GRPOTrainer):
                     "%s has no %s; the KL coefficient restarts at beta=%s", folder, KL_STATE_FILE, self.beta
                 )
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+
+def _gold_slot(index: int, gold: list[str | None], num_generations: int) -> bool:
+    """Whether completion `index` is its group's last and its row has a gold turn to put there."""
+    return index % num_generations == num_generations - 1 and gold[index] is not None
 
 
 @contextlib.contextmanager

@@ -438,11 +438,22 @@ def test_bf16_on_a_cpu_without_native_bf16_is_warned_about(native, tmp_path, mon
 
 
 def test_gold_in_group_makes_the_last_completion_of_each_group_the_rows_gold_turn(
-    tiny_model_dir, small_data, tmp_path
+    tiny_model_dir, small_data, tmp_path, monkeypatch
 ):
-    """Every group then holds one right answer, scored like the samples beside it; the samples stay samples."""
+    """Every group then holds one right answer, scored like the samples beside it; the samples stay samples, and
+    the rows the gold turns take are not sampled."""
+    from trl import GRPOTrainer
+
     exact = get_reward_funcs(["tool_exact"])[0]
     seen = []
+    sampled_rows = []
+    generate = GRPOTrainer._generate_single_turn
+
+    def recording_generate(self, prompt_ids, *args, **kwargs):
+        sampled_rows.append(len(prompt_ids))
+        return generate(self, prompt_ids, *args, **kwargs)
+
+    monkeypatch.setattr(GRPOTrainer, "_generate_single_turn", recording_generate)
 
     def recording_exact(completions, **kwargs):
         scores = exact(completions, **kwargs)
@@ -455,6 +466,7 @@ def test_gold_in_group_makes_the_last_completion_of_each_group_the_rows_gold_tur
     )  # fmt: skip
     trainer.train()
     assert len(seen) == 8  # two groups of four
+    assert sampled_rows == [6]  # three samples a group
     golds = {json.dumps(row["answers"]) for row in load_rows(small_data["train"])}
     for index in (3, 7):
         completion, answers, score = seen[index]
