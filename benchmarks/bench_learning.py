@@ -190,6 +190,7 @@ def run_arm(
 
     from grpo_tools.data.prompts import prompt_dataset
     from grpo_tools.rewards import get_reward_funcs
+    from grpo_tools.training.configs import model_init_kwargs
     from grpo_tools.training.trainer import ToolGRPOTrainer
 
     beta = parse_recipe(recipe, overrides)[1].beta
@@ -198,7 +199,7 @@ def run_arm(
     arm_overrides += ["--logging_steps", "1", "--disable_tqdm", "true", "--warmup_sft_epochs", "0"]
     script_args, training_args, model_args = parse_recipe(recipe, arm_overrides)
     if training_args.model_init_kwargs is None:
-        training_args.model_init_kwargs = {"dtype": model_args.dtype or "auto"}  # as `grpo-tools train`
+        training_args.model_init_kwargs = model_init_kwargs(training_args, model_args)  # as `grpo-tools train`
     tokenizer = AutoTokenizer.from_pretrained(warm_dir)
     callback = _eval_callback(tokenizer, rows["eval"], script_args, training_args, eval_every)
     trainer = without_printer(

@@ -37,6 +37,7 @@ def main() -> None:
     from trl import get_peft_config
 
     from grpo_tools.data.prompts import load_rows, prompt_dataset
+    from grpo_tools.training.configs import model_init_kwargs
     from grpo_tools.training.trainer import ToolGRPOTrainer
 
     quiet()
@@ -49,7 +50,7 @@ def main() -> None:
     overrides += [str(args.max_steps), "--adaptive_kl", "false", "--beta", "0", "--logging_steps", "5"]
     overrides += ["--save_strategy", "no", "--disable_tqdm", "true", "--warmup_sft_epochs", "0"]
     _, training_args, model_args = parse_recipe(RECIPE, overrides)
-    training_args.model_init_kwargs = {"dtype": model_args.dtype or "auto"}
+    training_args.model_init_kwargs = model_init_kwargs(training_args, model_args)
     training_args.reward_weights = None  # the recipe weighs its three tool rewards; the probe has one reward
     tokenizer = AutoTokenizer.from_pretrained(warm_dir)
     trainer = without_printer(

@@ -22,7 +22,7 @@ from grpo_tools.data.prompts import load_rows, prompt_dataset
 from grpo_tools.rewards import get_reward_funcs
 from grpo_tools.tools.environments import is_multi_turn, make_environment_factory
 from grpo_tools.tools.trajectories import extra_calls_reward, multi_turn_dataset, outcome_reward, trajectory_reward
-from grpo_tools.training.configs import ConfigError
+from grpo_tools.training.configs import ConfigError, model_init_kwargs
 
 
 logger = logging.getLogger(__name__)
@@ -245,7 +245,7 @@ def _build_trainer(
     from grpo_tools.training.trainer import ToolGRPOTrainer
 
     if training_args.model_init_kwargs is None:
-        training_args.model_init_kwargs = {"dtype": model_args.dtype or "auto"}
+        training_args.model_init_kwargs = model_init_kwargs(training_args, model_args)
     multi_turn = is_multi_turn(train_rows)
     reward_funcs = get_reward_funcs(training_args.reward_funcs)
     rollouts: dict[str, Any] = {}
