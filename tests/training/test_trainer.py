@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
 from grpo_tools.data.prompts import load_rows, prompt_dataset
 from grpo_tools.rewards import get_reward_funcs
-from grpo_tools.training.configs import ConfigError, ToolGRPOConfig
+from grpo_tools.training.configs import ConfigError, ModelConfig, ToolGRPOConfig, model_init_kwargs
 from grpo_tools.training.trainer import KL_STATE_FILE, ToolGRPOTrainer, TrainingDivergedError
 
 
@@ -435,6 +435,43 @@ def test_bf16_on_a_cpu_without_native_bf16_is_warned_about(native, tmp_path, mon
         unset = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True)
     assert unset.bf16 is native  # unset: bf16 where the CPU computes it natively, float32 elsewhere
     assert "bf16" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("native", "use_peft", "dtype", "expected"),
+    [
+        (True, True, None, "bfloat16"),  # LoRA on a CPU with native bf16: frozen weights in bf16
+        (True, False, None, "auto"),  # full fine-tuning keeps its float32 master weights
+        (False, True, None, "auto"),  # no native bf16: float32 (bf16 is off)
+        (True, True, "float32", "float32"),  # a recipe's dtype is taken at its word
+    ],
+)
+def test_lora_runs_in_bf16_on_the_cpu_load_their_frozen_weights_in_bf16(
+    native, use_peft, dtype, expected, tmp_path, monkeypatch
+):
+    from grpo_tools.training import configs
+
+    monkeypatch.setattr(configs, "cpu_has_native_bf16", lambda: native)
+    args = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True)
+    assert model_init_kwargs(args, ModelConfig(use_peft=use_peft, dtype=dtype)) == {"dtype": expected}
+
+
+def test_a_bf16_loaded_lora_run_trains_a_float32_adapter(tiny_model_dir, small_data, tmp_path, monkeypatch):
+    """The frozen weights in bf16, the adapter in float32 (peft's default), and training moves the adapter."""
+    from grpo_tools.training import configs
+
+    monkeypatch.setattr(configs, "cpu_has_native_bf16", lambda: True)
+    trainer = make_trainer(
+        tiny_model_dir, small_data["train"], tmp_path, max_steps=1, model_init_kwargs={"dtype": "bfloat16"}
+    )
+    lora = {name: p.detach().clone() for name, p in trainer.model.named_parameters() if p.requires_grad}
+    frozen = {p.dtype for p in trainer.model.parameters() if not p.requires_grad}
+    assert frozen == {torch.bfloat16} and {p.dtype for p in lora.values()} == {torch.float32}
+    trainer.train()
+    moved = [
+        name for name, p in trainer.model.named_parameters() if p.requires_grad and not torch.equal(p, lora[name])
+    ]
+    assert moved
 
 
 def test_gold_in_group_makes_the_last_completion_of_each_group_the_rows_gold_turn(
