@@ -1,5 +1,7 @@
-"""float32 against bf16 autocast on this CPU: one forward and backward pass with the SmolLM2 recipe's LoRA, and one
-sampled generation, as GRPO runs them; median seconds of `--repeats` runs after a warm-up.
+"""float32 against bf16 on this CPU: one forward and backward pass with the SmolLM2 recipe's LoRA, and one sampled
+generation, as GRPO runs them; median seconds of `--repeats` runs after a warm-up. Three ways: float32 weights without
+autocast, float32 weights under bf16 autocast, and weights loaded in bf16 with the adapter in float32 (what
+`grpo-tools train` does for a LoRA run in bf16 on the CPU), trained under autocast and sampled without it.
 
 `.venv/bin/python benchmarks/bench_precision.py` (SmolLM2 converted by `make train` first; `--model` for another
 folder). On a CPU without avx512_bf16 or AMX the bf16 column is emulated and many times slower: `grpo-tools train`
@@ -33,29 +35,34 @@ def _timed(work: Callable[[], Any], repeats: int) -> float:
 
 
 def measure(model_dir: str, *, batch: int, prompt_tokens: int, new_tokens: int, repeats: int) -> dict[str, Any]:
-    """Seconds per training pass and per generation in float32 and under bf16 autocast, with the recipe's LoRA."""
+    """Seconds per training pass and per generation in float32, under bf16 autocast, and with bf16 weights, with
+    the recipe's LoRA."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
     from grpo_tools.training.configs import cpu_has_native_bf16
 
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    targets = LORA_TARGETS if any("layers.29." in name for name, _ in model.named_modules()) else "all-linear"
-    model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules=targets, task_type="CAUSAL_LM"))
-    vocab = model.config.vocab_size
+    def lora_model(dtype: Any) -> Any:
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+        targets = LORA_TARGETS if any("layers.29." in name for name, _ in model.named_modules()) else "all-linear"
+        config = LoraConfig(r=16, lora_alpha=32, target_modules=targets, task_type="CAUSAL_LM")
+        return get_peft_model(model, config)  # the adapter in float32 (peft's default) whatever the weights' dtype
+
+    models = {torch.float32: lora_model(torch.float32), torch.bfloat16: lora_model(torch.bfloat16)}
+    vocab = models[torch.float32].config.vocab_size
     ids = torch.randint(0, vocab, (batch, prompt_tokens + new_tokens))  # (B, P + N)
     prompts = ids[:, :prompt_tokens]  # (B, P)
 
-    def train_pass(bf16: bool) -> None:
+    def train_pass(model: Any, bf16: bool) -> None:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             logits = model(ids).logits[:, -new_tokens:]  # (B, N, V): the completion positions
             loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), ids[:, -new_tokens:].flatten())
         loss.backward()
         model.zero_grad(set_to_none=True)
 
-    def generation(bf16: bool) -> None:
+    def generation(model: Any, bf16: bool) -> None:
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             model.generate(
                 prompts,
@@ -66,11 +73,16 @@ def measure(model_dir: str, *, batch: int, prompt_tokens: int, new_tokens: int, 
                 pad_token_id=0,
             )
 
+    ways = (
+        ("float32", models[torch.float32], False, False),
+        ("bf16 autocast", models[torch.float32], True, True),
+        ("bf16 weights", models[torch.bfloat16], True, False),  # sampled outside autocast, as trl samples
+    )
     rows = {}
-    for name, bf16 in (("float32", False), ("bf16 autocast", True)):
+    for name, model, train_bf16, sample_bf16 in ways:
         rows[name] = {
-            "train_pass_s": _timed(lambda bf16=bf16: train_pass(bf16), repeats),
-            "generation_s": _timed(lambda bf16=bf16: generation(bf16), repeats),
+            "train_pass_s": _timed(lambda m=model, b=train_bf16: train_pass(m, b), repeats),
+            "generation_s": _timed(lambda m=model, b=sample_bf16: generation(m, b), repeats),
         }
     return {
         "model": model_dir,

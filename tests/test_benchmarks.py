@@ -356,12 +356,14 @@ def test_padded_tokenizer_decodes_every_id_of_a_full_size_vocabulary(bench, tiny
     assert after.decode([len(before)]) == f"<|pad_{len(before)}|>"  # an id the old one lacked decodes
 
 
-def test_precision_benchmark_times_float32_and_bf16_and_refuses_a_missing_model(bench, tiny_model_dir, tmp_path):
+def test_precision_benchmark_times_float32_bf16_autocast_and_bf16_weights_and_refuses_a_missing_model(
+    bench, tiny_model_dir, tmp_path
+):
     precision = bench["bench_precision"]
     output = tmp_path / "precision.json"
     args = ["--batch", "2", "--prompt-tokens", "8", "--new-tokens", "4", "--repeats", "1", "--output", str(output)]
     assert precision.main(["--model", tiny_model_dir, *args]) == 0
     result = json.loads(output.read_text())
-    assert set(result["results"]) == {"float32", "bf16 autocast"}
+    assert set(result["results"]) == {"float32", "bf16 autocast", "bf16 weights"}
     assert all(row["train_pass_s"] > 0 and row["generation_s"] > 0 for row in result["results"].values())
     assert precision.main(["--model", str(tmp_path / "absent"), *args]) == 2
