@@ -106,7 +106,7 @@ eval-bfcl: $(STAMP)
 BENCH_ARGS ?=
 bench-learning: $(SMOLLM2)/config.json
 	$(BIN)/python benchmarks/bench_learning.py --recipe recipes/SmolLM2-135M-Instruct/grpo/cpu.yaml --jobs 2 \
-		--eval-every 16 --work-dir outputs/bench-learning-smollm2 \
+		--eval-every 32 --work-dir outputs/bench-learning-smollm2 \
 		--output benchmarks/results/learning-smollm2.json $(BENCH_ARGS)
 
 # The same on the tiny recipe, 4 arms x 3 seeds x 150 steps (about an hour on 2 CPU cores).
