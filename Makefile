@@ -95,10 +95,8 @@ eval-bfcl: $(STAMP)
 	$(BIN)/python -m grpo_tools.evaluation.leaderboard table $(BFCL_OUT)/before_rows.jsonl $(BFCL_OUT)/after_rows.jsonl
 
 # Adaptive against fixed KL on the SmolLM2 recipe that `make train` runs: 4 arms x 3 seeds x the recipe's 32 steps,
-# two one-thread runs at a time, held-out evaluation at steps 16 and 32; JSON and PNG in
-# benchmarks/results/learning-smollm2.*. 52.0 min on 2 CPU cores for a first run of the previous recipe (16 steps, no
-# gold turn), the warm start included (made on both cores before the runs start); the recipe of now would take about
-# an hour and a half, not yet run (README, Not there yet);
+# two one-thread runs at a time, held-out evaluation at the end of each run; JSON and PNG in
+# benchmarks/results/learning-smollm2.*. It takes longer than an hour on 2 CPU cores (README, Performance);
 # BENCH_ARGS narrows it, e.g. BENCH_ARGS="--arms adaptive fixed-0 --seeds 1 2". The warm start is done once, kept
 # in outputs/bench-learning-smollm2/ and reused by the next run while the recipe, its rows and the base model are the
 # same. Parts run with their own --output in BENCH_ARGS combine into one table and plot with
