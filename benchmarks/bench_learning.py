@@ -207,7 +207,7 @@ def run_arm(
             model=warm_dir,
             reward_funcs=get_reward_funcs(training_args.reward_funcs),
             args=training_args,
-            train_dataset=prompt_dataset(rows["train"], tokenizer),
+            train_dataset=prompt_dataset(rows["train"], tokenizer, with_gold=training_args.gold_in_group),
             processing_class=tokenizer,
             peft_config=get_peft_config(model_args),
             callbacks=[callback],

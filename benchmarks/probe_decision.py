@@ -58,7 +58,7 @@ def main() -> None:
             model=warm_dir,
             reward_funcs=[no_call_reward],
             args=training_args,
-            train_dataset=prompt_dataset(rows, tokenizer),
+            train_dataset=prompt_dataset(rows, tokenizer, with_gold=training_args.gold_in_group),
             processing_class=tokenizer,
             peft_config=get_peft_config(model_args),
         )

@@ -303,6 +303,32 @@ if __name__ == "__main__":
     assert not worker.exists() or "\tZ" in worker.read_text()  # gone, or a zombie waiting to be reaped
 
 
+@pytest.mark.parametrize("gold", [True, False])
+def test_learning_runs_put_the_gold_turn_in_each_group_when_the_recipe_asks(
+    gold, tiny_model_dir, monkeypatch, tmp_path
+):
+    """A bench run is the recipe's GRPO: with `gold_in_group` the last completion of each group is the row's gold
+    turn, as in `grpo-tools train`."""
+    from grpo_tools.data.prompts import load_rows
+    from grpo_tools.training.trainer import ToolGRPOTrainer
+
+    learning = learning_module()
+    golds = []
+    with_gold = ToolGRPOTrainer._with_gold
+
+    def recording(self, completion_ids, gold, num_generations):
+        golds.extend(gold)
+        return with_gold(self, completion_ids, gold, num_generations)
+
+    monkeypatch.setattr(ToolGRPOTrainer, "_with_gold", recording)
+    rows = {"train": load_rows("data/tool_calls_train.jsonl", 8), "eval": load_rows("data/tool_calls_eval.jsonl", 4)}
+    overrides = ["--max_steps", "1", "--per_device_train_batch_size", "8", "--num_generations", "4"]
+    overrides += ["--gold_in_group", str(gold).lower(), "--max_completion_length", "8"]
+    run = learning.run_arm(str(learning.RECIPE), overrides, tiny_model_dir, "adaptive", 0, 1, tmp_path, rows)
+    assert run["steps"] == 1
+    assert (len(golds) == 8 and all(golds)) if gold else golds == []
+
+
 @pytest.mark.slow
 def test_learning_benchmark_end_to_end(tmp_path):
     """A miniature of `make bench-learning`: warm start once, two arms in two worker processes, evaluations along the
