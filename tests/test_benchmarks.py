@@ -393,3 +393,43 @@ def test_precision_benchmark_times_float32_bf16_autocast_and_bf16_weights_and_re
     assert set(result["results"]) == {"float32", "bf16 autocast", "bf16 weights"}
     assert all(row["train_pass_s"] > 0 and row["generation_s"] > 0 for row in result["results"].values())
     assert precision.main(["--model", str(tmp_path / "absent"), *args]) == 2
+
+
+def test_gold_kl_probe_measures_samples_and_gold_turns_against_the_warm_start(tiny_model_dir, tmp_path):
+    """With the adapter as peft initialises it (B = 0) the policy is the reference and every k3 is 0; once the
+    adapter moves the model, both the samples and the gold turns measure a positive KL."""
+    import shutil
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from grpo_tools.data.prompts import load_rows
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        probe = importlib.import_module("probe_gold_kl")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    run = tmp_path / "run"
+    shutil.copytree(tiny_model_dir, run / "warmup")
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(run / "warmup"), LoraConfig(r=4, target_modules="all-linear")
+    )
+    model.save_pretrained(run)
+    rows = load_rows("data/mapping_train.jsonl", 2)
+
+    unchanged = probe.kl_by_source(run, rows, samples=2, max_new_tokens=12)
+    assert len(unchanged["gold"]) == 2 and len(unchanged["sampled"]) == 4
+    assert all(abs(value) < 1e-5 for kl in unchanged["gold"] + unchanged["sampled"] for value in kl)
+
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.5)
+    model.save_pretrained(run)
+    figures = probe.summary(probe.kl_by_source(run, rows, samples=2, max_new_tokens=12))
+    assert figures["gold"]["completions"] == 2 and figures["sampled"]["completions"] == 4
+    assert figures["gold"]["mean"] > 1e-3 and figures["sampled"]["mean"] > 1e-3
+    assert figures["gold"]["largest_token"] >= figures["gold"]["mean"]
