@@ -107,13 +107,18 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=3, help="sampled completions per prompt")
     args = parser.parse_args()
     from grpo_tools.data.prompts import load_rows
+    from grpo_tools.data.rows import DataError
 
     quiet()
     if not (Path(args.run) / "adapter_config.json").exists() or not (Path(args.run) / "warmup").is_dir():
         parser.exit(
             2, f"probe_gold_kl.py: {args.run}: no GRPO adapter with its warm start in warmup/ (run make train)\n"
         )
-    figures = summary(kl_by_source(args.run, load_rows(args.data, args.rows), samples=args.samples))
+    try:
+        rows = load_rows(args.data, args.rows)
+    except (DataError, OSError) as error:
+        parser.exit(2, f"probe_gold_kl.py: {error}\n")
+    figures = summary(kl_by_source(args.run, rows, samples=args.samples))
     for source, values in figures.items():
         print(
             f"{source:>7}: {values['completions']} completions, k3 per token {values['mean']:.4f} (mean of the "
