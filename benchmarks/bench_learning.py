@@ -130,16 +130,35 @@ def _eval_callback(tokenizer: Any, rows: list[dict], script_args: Any, training_
     return HeldOutEval()
 
 
+def warm_start_settings(script_args: Any, training_args: Any, model_args: Any) -> dict[str, Any]:
+    """What the warm start depends on (`grpo_tools.training.warm_start`): every model and LoRA setting, the
+    `warmup_sft_*` settings and the rows they name, and the seed, precision and device of the training settings.
+    JSON-ready: values that JSON has no type for are written as their text."""
+    import dataclasses
+
+    script = {
+        field.name: getattr(script_args, field.name)
+        for field in dataclasses.fields(script_args)
+        if field.name.startswith("warmup_sft") or field.name == "dataset_name"
+    }
+    training = {name: getattr(training_args, name) for name in ("seed", "bf16", "fp16", "use_cpu")}
+    settings = {"model": dataclasses.asdict(model_args), "script": script, "training": training}
+    return json.loads(json.dumps(settings, default=str))
+
+
 def warm_start_once(
     recipe: str, overrides: list[str], work_dir: Path, train_rows: list[dict], fresh: bool
 ) -> tuple[str, float | None]:
     """The recipe's supervised warm start, run once into `work_dir/warmup` as `grpo-tools train` runs it (on
     `warmup_sft_data` where the recipe names it, LoRA merged with `warmup_sft_peft`), or reused when that folder holds
-    one made from the same settings, overrides, warm-start rows and base model weights; returns its folder and the
-    seconds it took (None when reused). The settings are compared as parsed YAML, so a comment does not count."""
+    one made from the same warm-start settings, warm-start rows and base model weights; returns its folder and the
+    seconds it took (None when reused).
+
+    The settings compared are the ones the warm start reads (`warm_start_settings`), as parsed from the recipe and
+    overrides: a comment does not count, and neither does a GRPO-only setting (`--kl_target`, `--learning_rate`,
+    `--lr_scheduler_type`, ...), so trying one reuses the warm start rather than redoing it."""
     import hashlib
 
-    import yaml
     from transformers import AutoTokenizer
 
     from grpo_tools.models.tiny import build_tiny_model
@@ -152,8 +171,7 @@ def warm_start_once(
     weights = sorted(Path(model_path).glob("*.safetensors"))
     warm_rows = script_args.warmup_sft_data or script_args.dataset_name
     key = {
-        "recipe": yaml.safe_load(Path(recipe).read_text()),
-        "overrides": overrides,
+        "settings": warm_start_settings(script_args, training_args, model_args),
         "warm_start_rows": hashlib.sha256(Path(warm_rows).read_bytes()).hexdigest()
         if warm_rows and Path(warm_rows).is_file()
         else warm_rows,

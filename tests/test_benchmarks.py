@@ -224,7 +224,8 @@ def test_learning_results_of_separate_invocations_merge_into_one(tmp_path):
 
 def test_learning_warm_start_runs_as_train_does_and_is_reused(tiny_model_dir, call_and_no_call_rows, tmp_path):
     """The benchmark's warm start trains on the recipe's `warmup_sft_data` with its LoRA settings, as `grpo-tools
-    train` does, and a later invocation reuses it unless a setting or the warm-start rows changed."""
+    train` does, and a later invocation reuses it unless a setting it reads or the warm-start rows changed; a GRPO-only
+    override (a KL target, a learning rate) reuses it."""
     learning = learning_module()
     warm_rows = tmp_path / "warm.jsonl"
     warm_rows.write_text("".join(json.dumps(row) + "\n" for row in call_and_no_call_rows))
@@ -242,6 +243,9 @@ def test_learning_warm_start_runs_as_train_does_and_is_reused(tiny_model_dir, ca
     assert not (work / "warmup" / "adapter_config.json").exists()
     recipe.write_text("# a comment changes nothing\n" + recipe.read_text())
     assert learning.warm_start_once(str(recipe), [], work, [], fresh=False) == (folder, None)
+    grpo_only = ["--kl_target", "0.5", "--learning_rate", "0.1", "--lr_scheduler_type", "cosine"]
+    assert learning.warm_start_once(str(recipe), grpo_only, work, [], fresh=False) == (folder, None)
+    assert learning.warm_start_once(str(recipe), ["--warmup_sft_learning_rate", "0.1"], work, [], fresh=False)[1] > 0
     warm_rows.write_text(warm_rows.read_text().splitlines(keepends=True)[0])  # one row fewer
     assert learning.warm_start_once(str(recipe), [], work, [], fresh=False)[1] > 0
 
