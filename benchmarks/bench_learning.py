@@ -485,7 +485,8 @@ MERGE_KEYS = ("recipe", "overrides", "initial_beta", "max_steps", "eval_every", 
 def merge_results(results: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
     """Several invocations' results as one, e.g. seeds run in different sessions: the runs of all of them, their seeds
     and arms. Raises ValueError naming the file where a setting or the warm start's held-out accuracy differs from
-    the first file's, or where an arm and seed pair was already in an earlier file."""
+    the first file's, or where an arm and seed pair was already in an earlier file. The KL controller (rule, target,
+    horizon) is compared only between files that hold adaptive runs: the fixed arms do not read it."""
     for result, name in zip(results, names, strict=True):
         if not isinstance(result, dict):
             raise ValueError(f"{name}: not a result of this benchmark (not a JSON object)")
@@ -495,16 +496,21 @@ def merge_results(results: list[dict[str, Any]], names: list[str]) -> dict[str, 
     first = results[0]
     merged = {**first, "runs": [], "seeds": [], "arms": [], "merged_from": names, "total_seconds": 0.0}
     seen: dict[tuple[str, int], str] = {}
+    controller_from = None  # the first file with adaptive runs
     for result, name in zip(results, names, strict=True):
         for key in MERGE_KEYS:
             if result[key] != first[key]:
                 raise ValueError(f"{name}: {key} is {result[key]!r}, but {names[0]} has {first[key]!r}")
         # Compared apart: results written before the controller was recorded have none.
-        if result.get("kl_controller") != first.get("kl_controller"):
-            raise ValueError(
-                f"{name}: kl_controller is {result.get('kl_controller')!r}, "
-                f"but {names[0]} has {first.get('kl_controller')!r}"
-            )
+        if any(run_["arm"] == "adaptive" for run_ in result["runs"]):
+            if controller_from is None:
+                controller_from = name
+                merged["kl_controller"] = result.get("kl_controller")
+            elif result.get("kl_controller") != merged["kl_controller"]:
+                raise ValueError(
+                    f"{name}: kl_controller is {result.get('kl_controller')!r}, "
+                    f"but {controller_from} has {merged['kl_controller']!r}"
+                )
         if result["warm_start"]["accuracy"] != first["warm_start"]["accuracy"]:
             raise ValueError(
                 f"{name}: the warm start's held-out accuracy is {result['warm_start']['accuracy']}, "

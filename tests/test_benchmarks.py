@@ -195,6 +195,14 @@ def test_learning_results_of_separate_invocations_merge_into_one(tmp_path):
     band = {"rule": "band", "target": 0.02, "horizon": 10_000}
     with pytest.raises(ValueError, match=re.escape("b.json: kl_controller is {'rule': 'band'")):
         learning.merge_results([parts[0], {**parts[1], "kl_controller": band}], ["a.json", "b.json"])
+    # The fixed arms do not read the controller: a part without adaptive runs merges whatever it recorded, and the
+    # merged result names the adaptive runs' controller.
+    fixed_only = {**parts[1], "runs": [run for run in parts[1]["runs"] if run["arm"] != "adaptive"]}
+    proportional = {"rule": "proportional", "target": 0.05, "horizon": 64}
+    adaptive_only = {**parts[0], "runs": [run for run in parts[0]["runs"] if run["arm"] == "adaptive"]}
+    adaptive_only["kl_controller"] = proportional
+    mixed = learning.merge_results([{**fixed_only, "kl_controller": band}, adaptive_only], ["f.json", "a.json"])
+    assert mixed["kl_controller"] == proportional and len(mixed["runs"]) == 2
     with pytest.raises(ValueError, match=re.escape("b.json: adaptive seed 1 is also in a.json")):
         learning.merge_results([parts[0], parts[0]], ["a.json", "b.json"])
     with pytest.raises(ValueError, match=re.escape("b.json: not a result of this benchmark (no runs)")):
