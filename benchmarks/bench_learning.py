@@ -20,6 +20,7 @@ neighbours than about the arms.
 
 `--jobs N` runs N GRPO runs at once, each in its own process on `--threads` threads: on 2 cores, two one-thread
 runs side by side finish the whole benchmark in about half the time, and every arm runs under the same conditions.
+Each run prints a line at each quarter of its steps (step, training seconds, training reward) and one at its end.
 
     make bench-learning
     .venv/bin/python benchmarks/bench_learning.py [--max-steps 150] [--seeds 0 1 2] [--eval-every 10] [--jobs 1] \\
@@ -103,11 +104,15 @@ def held_out_scores(model: Any, tokenizer: Any, rows: list[dict], script_args: A
     return {"accuracy": statistics.mean(correct), "mean_reward": statistics.mean(total)}
 
 
-def _eval_callback(tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any, every: int) -> Any:
+def _eval_callback(
+    tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any, every: int, label: str = ""
+) -> Any:
     from transformers import TrainerCallback
 
     class HeldOutEval(TrainerCallback):
-        """Scores the held-out rows every `every` steps and at the end; keeps a training clock without the evals."""
+        """Scores the held-out rows every `every` steps and at the end; keeps a training clock without the evals. With
+        a `label`, prints a line at each quarter of the run (before the last step, which the run's summary line
+        reports): a SmolLM2 run trains for a quarter of an hour, and its worker says nothing else meanwhile."""
 
         def __init__(self) -> None:
             self.points: list[dict[str, Any]] = []
@@ -126,6 +131,18 @@ def _eval_callback(tokenizer: Any, rows: list[dict], script_args: Any, training_
                 scores = held_out_scores(model, tokenizer, rows, script_args, training_args)
                 self.points.append({"step": state.global_step, "train_seconds": train_seconds, **scores})
                 self.eval_seconds += time.perf_counter() - now
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+            # trl logs a step's reward after its `on_step_end`, so the progress line is printed here.
+            quarter = max(state.max_steps // 4, 1)
+            step = state.global_step
+            if label and logs and "reward" in logs and step % quarter == 0 and step < state.max_steps:
+                seconds = self.step_seconds[-1] if self.step_seconds else 0.0
+                reward = logs["reward"]
+                print(
+                    f"  {label}: step {step}/{state.max_steps}, {seconds:.0f} s, training reward {reward:.3f}",
+                    flush=True,
+                )
 
     return HeldOutEval()
 
@@ -219,7 +236,9 @@ def run_arm(
     if training_args.model_init_kwargs is None:
         training_args.model_init_kwargs = model_init_kwargs(training_args, model_args)  # as `grpo-tools train`
     tokenizer = AutoTokenizer.from_pretrained(warm_dir)
-    callback = _eval_callback(tokenizer, rows["eval"], script_args, training_args, eval_every)
+    callback = _eval_callback(
+        tokenizer, rows["eval"], script_args, training_args, eval_every, f"{arm:<11} seed {seed}"
+    )
     trainer = without_printer(
         ToolGRPOTrainer(
             model=warm_dir,

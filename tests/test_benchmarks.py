@@ -169,6 +169,27 @@ def learning_module():
         sys.path.remove(str(BENCHMARKS))
 
 
+def test_learning_runs_report_progress_each_quarter(capsys):
+    """A worker prints its run's step, training seconds and that step's reward at each quarter, and nothing between."""
+    from types import SimpleNamespace
+
+    learning = learning_module()
+    callback = learning._eval_callback(None, [], None, None, every=32, label="adaptive    seed 3")
+    quiet = learning._eval_callback(None, [], None, None, every=32)
+    for step in (7, 8, 9, 16):
+        state = SimpleNamespace(global_step=step, max_steps=32)
+        for each in (callback, quiet):
+            each.on_step_end(None, state, None)
+            each.on_log(None, state, None, logs={"loss": 0.1, "reward": step / 10})
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(", ")[0] for line in lines] == [
+        "  adaptive    seed 3: step 8/32",
+        "  adaptive    seed 3: step 16/32",
+    ]
+    assert [line.split(", ")[-1] for line in lines] == ["training reward 0.800", "training reward 1.600"]
+    assert len(callback.step_seconds) == 4 and not callback.points  # no held-out evaluation before step 32
+
+
 def test_learning_results_of_separate_invocations_merge_into_one(tmp_path):
     learning = learning_module()
     whole = fake_learning_result()
