@@ -100,8 +100,9 @@ eval-bfcl: $(STAMP)
 # BENCH_ARGS narrows it, e.g. BENCH_ARGS="--arms adaptive fixed-0 --seeds 1 2". The warm start is done once, kept
 # in outputs/bench-learning-smollm2/ and reused by the next run while the settings it reads (the model, LoRA and
 # warmup_sft_* ones, seed and precision), its rows and the base model are the same: a GRPO-only override such as
-# BENCH_ARGS="--arms adaptive --kl_target 0.05" reuses it. Parts run with their own --output in BENCH_ARGS combine into one table and plot with
-# `.venv/bin/python benchmarks/bench_learning.py --merge PART.json ... --output ALL.json`.
+# BENCH_ARGS="--arms adaptive --kl_target 0.05" reuses it. Parts run with their own --output in BENCH_ARGS combine
+# into one table and plot with `.venv/bin/python benchmarks/bench_learning.py --merge PART.json ... --output ALL.json`.
+# Each run prints a line at each quarter of its steps.
 BENCH_ARGS ?=
 bench-learning: $(SMOLLM2)/config.json
 	$(BIN)/python benchmarks/bench_learning.py --recipe recipes/SmolLM2-135M-Instruct/grpo/cpu.yaml --jobs 2 \
