@@ -280,7 +280,10 @@ def _worker_setup(threads: int | None, parent: int | None = None) -> None:
 
     import torch
 
+    from grpo_tools.training.allocator import keep_freed_memory
+
     quiet()
+    keep_freed_memory()  # as `grpo-tools train` does
     if threads:
         torch.set_num_threads(threads)
     if parent is not None:
@@ -331,8 +334,10 @@ def run(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from grpo_tools.data.prompts import load_rows
+    from grpo_tools.training.allocator import keep_freed_memory
 
     quiet()
+    keep_freed_memory()  # as `grpo-tools train` does
     if threads:
         # The warm start and the step-0 evaluation run alone, before any worker starts: they get every worker's
         # threads. Workers set their own count (`_worker_setup`); with `jobs` 1 the runs use this one.

@@ -5,7 +5,39 @@ from __future__ import annotations
 from typing import Any
 
 
-__all__ = ["generate_completions"]
+__all__ = ["contiguous_head_input", "generate_completions"]
+
+
+def contiguous_head_input(model: Any) -> Any:
+    """Make the input of `model`'s output layer (its LM head) contiguous before it runs; returns the hook's handle
+    (`handle.remove()` takes it off), or None where the model has no output layer or already has this hook.
+
+    transformers keeps the last positions' hidden states as a slice (`logits_to_keep`: the last position in every
+    prefill of `generate`, the completions in a GRPO pass), and for a strided 3-D input `torch.nn.functional.linear`
+    falls back to a batched matmul that first copies the LM head's weight once per row: 24 x 576 x 49,152 values for
+    a SmolLM2 prefill of 24 rows, 3.8 of the 17.5 s that sampling 64 tokens took on one CPU thread. Copying the slice
+    (a few rows of hidden states) instead lets it run as one matrix product; the values are the same products."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is None or getattr(head, "_grpo_tools_contiguous_input", False):
+        return None
+    handle = head.register_forward_pre_hook(_contiguous_first_input)
+    head._grpo_tools_contiguous_input = True
+    return _Removal(head, handle)
+
+
+def _contiguous_first_input(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (args[0].contiguous(), *args[1:]) if args and hasattr(args[0], "contiguous") else args
+
+
+class _Removal:
+    """The hook's handle; removing it also clears the layer's mark, so the hook can be added again later."""
+
+    def __init__(self, head: Any, handle: Any) -> None:
+        self.head, self.handle = head, handle
+
+    def remove(self) -> None:
+        self.handle.remove()
+        self.head._grpo_tools_contiguous_input = False
 
 
 def generate_completions(
@@ -43,6 +75,7 @@ def generate_completions(
     drawn: list[str] = []  # num_samples per prompt, in `order`
     was_training = model.training
     model.eval()
+    hook = contiguous_head_input(model)
     try:
         with torch.no_grad():
             for start in tqdm(range(0, len(prompts), batch_size), desc=description, disable=not progress or None):
@@ -62,6 +95,8 @@ def generate_completions(
     finally:
         tokenizer.padding_side = padding_side
         model.train(was_training)
+        if hook is not None:
+            hook.remove()
     completions = [""] * len(drawn)
     for position, index in enumerate(order):
         completions[index * num_samples : (index + 1) * num_samples] = drawn[

@@ -59,6 +59,29 @@ def test_batches_drawn_by_length_return_completions_in_the_prompts_order(tiny_mo
     assert generate_completions(model, tokenizer, [], progress=False) == []
 
 
+def test_the_lm_head_gets_its_input_contiguous_and_the_same_logits(tiny_model_dir):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from grpo_tools.evaluation.generation import contiguous_head_input
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    head = model.get_output_embeddings()
+    seen = []
+    ids = torch.randint(3, model.config.vocab_size, (3, 7))  # (3, 7)
+    with torch.no_grad():
+        plain = model(ids, logits_to_keep=1).logits  # (3, 1, V): the last position, a strided slice
+        handle = contiguous_head_input(model)
+        assert contiguous_head_input(model) is None  # once is enough
+        head.register_forward_pre_hook(lambda _, args: seen.append(args[0].is_contiguous()))
+        hooked = model(ids, logits_to_keep=1).logits  # (3, 1, V)
+        handle.remove()
+        model(ids, logits_to_keep=1)
+    assert seen == [True, False]  # contiguous with the hook, a strided slice again once it is removed
+    torch.testing.assert_close(hooked, plain)
+    assert contiguous_head_input(model) is not None  # and it can be added again
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
 def test_pass_at_k_equals_the_fraction_of_k_subsets_with_a_correct_sample(n):
     for correct in range(n + 1):

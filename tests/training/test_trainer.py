@@ -175,10 +175,12 @@ def test_cpu_log_probabilities_share_each_prompts_forward_pass_among_its_complet
     torch.testing.assert_close(checkpointed, trls, atol=1e-5, rtol=1e-4)
 
 
-def test_cpu_generation_prefills_each_prompt_once_for_its_group(tiny_model_dir, small_data, tmp_path):
+def test_cpu_generation_prefills_each_prompt_once_and_stops_each_row_at_its_end(tiny_model_dir, small_data, tmp_path):
     from trl import GRPOTrainer
 
-    trainer = make_trainer(tiny_model_dir, small_data["train"], tmp_path, temperature=0.7, max_completion_length=8)
+    # A temperature this low samples the most likely token every time: trl's path through `generate` and ours must
+    # then write the same tokens, whatever draws each makes.
+    trainer = make_trainer(tiny_model_dir, small_data["train"], tmp_path, temperature=1e-4, max_completion_length=8)
     tokenizer = trainer.processing_class
     texts = perturb_adapter(trainer)
     prompts = [tokenizer(text, add_special_tokens=False).input_ids for text in texts]
@@ -188,23 +190,72 @@ def test_cpu_generation_prefills_each_prompt_once_for_its_group(tiny_model_dir, 
     embedded = []
     model.get_input_embeddings().register_forward_hook(lambda _, args, __: embedded.append(tuple(args[0].shape)))
 
-    samples = []
-    for generate in (trainer._generate_single_turn, partial(GRPOTrainer._generate_single_turn, trainer)):
-        embedded.clear()
-        torch.manual_seed(0)
-        completions, _ = generate(prompt_ids, None, {}, 3)
-        samples.append((completions, list(embedded)))
-    (ours, our_passes), (trls, trl_passes) = samples
+    def both():
+        samples = []
+        for generate in (trainer._generate_single_turn, partial(GRPOTrainer._generate_single_turn, trainer)):
+            embedded.clear()
+            completions, _ = generate(prompt_ids, None, {}, 3)
+            samples.append((completions, list(embedded)))
+        return samples
+
+    (ours, our_passes), (trls, trl_passes) = both()
+    assert ours == trls and len(ours[0]) == 8
     # Ours: the 2 distinct prompts less their last token once, then the 6 rows from their last prompt token on.
     assert our_passes[:2] == [(2, longest - 1), (6, 1)]
     assert trl_passes[0] == (6, longest)  # trl's: every row's whole prompt
-    assert ours == trls  # the same sampled tokens, seed for seed
-    assert len({tuple(completion) for completion in ours}) > 2  # and they are samples, not one repeated answer
+
+    # With the fourth token of the first prompt's completion as an end of turn, that group ends after 4 tokens and
+    # the other goes on without it (unless its completion holds that token too).
+    stop = ours[0][3]
+    trainer.generation_config.eos_token_id = [*trainer.eos_token_ids, stop]
+    trainer.eos_token_ids = [*trainer.eos_token_ids, stop]
+    (ours, our_passes), (trls, trl_passes) = both()
+    assert ours == trls and ours[0][-1] == stop and len(ours[0]) == 4
+    other = next((position for position, token in enumerate(ours[3]) if token == stop), None)
+    assert len(ours[3]) == (8 if other is None else other + 1)
+    rows_per_step = [shape[0] for shape in our_passes[1:]]
+    assert rows_per_step[:4] == [6] * 4 and all(rows < 6 for rows in rows_per_step[4:])  # the first group left
+    assert [shape[0] for shape in trl_passes[1:]] == [6] * (len(trl_passes) - 1)  # generate computes every row
     assert "generate" not in vars(model)  # the class's method is back
 
     embedded.clear()
     trainer._generate_single_turn(prompts, None, {}, 1)  # no prompt shared: generate prefills as usual
     assert embedded[0] == (2, longest)
+
+
+def test_cpu_sampling_draws_from_the_tempered_softmax():
+    from grpo_tools.training.trainer import _draw
+
+    logits = torch.tensor([[2.0, 1.0, 0.0, -math.inf, 0.5]]).repeat(20000, 1)  # (20000, 5)
+    torch.manual_seed(0)
+    drawn = _draw(logits, temperature=0.5)  # (20000,)
+    frequencies = torch.bincount(drawn, minlength=5).float() / drawn.numel()  # (5,)
+    expected = torch.softmax(logits[0] / 0.5, dim=-1)  # (5,)
+    torch.testing.assert_close(frequencies, expected, atol=0.01, rtol=0)
+    assert frequencies[3] == 0  # a token of probability 0 is never drawn
+
+
+def test_lora_layers_are_merged_while_sampling_and_put_back_after(tiny_model_dir, small_data, tmp_path):
+    from peft.tuners.lora import LoraLayer
+
+    from grpo_tools.training.trainer import _lora_merged_for_sampling
+
+    trainer = make_trainer(tiny_model_dir, small_data["train"], tmp_path)
+    perturb_adapter(trainer)
+    model = trainer.model
+    ids = trainer.processing_class("Weather in Lyon?", return_tensors="pt").input_ids  # (1, T)
+    layers = {name: module for name, module in model.named_modules() if isinstance(module, LoraLayer)}
+    weights = {name: module.get_base_layer().weight.clone() for name, module in layers.items()}
+    with torch.no_grad():
+        adapted = model(ids).logits  # (1, T, V)
+        with _lora_merged_for_sampling(model):
+            assert not any(isinstance(module, LoraLayer) for module in model.modules())
+            merged = model(ids).logits  # (1, T, V)
+        restored = model(ids).logits  # (1, T, V)
+    torch.testing.assert_close(merged, adapted, atol=1e-5, rtol=1e-4)
+    assert torch.equal(restored, adapted)
+    assert {name: module for name, module in model.named_modules() if isinstance(module, LoraLayer)} == layers
+    assert all(torch.equal(layers[name].get_base_layer().weight, weight) for name, weight in weights.items())
 
 
 def test_cpu_log_probabilities_too_large_to_hold_are_left_to_trl(tiny_model_dir, small_data, tmp_path, monkeypatch):
@@ -291,7 +342,7 @@ def test_rollouts_come_from_the_updated_adapter(tiny_model_dir, small_data, tmp_
 
     trainer = make_trainer(tiny_model_dir, small_data["train"], tmp_path, max_steps=3, learning_rate=5e-2)
     at_generation, after_step = [], []
-    generate = trainer.model.generate
+    generate = trainer._generate_single_turn
 
     def recording_generate(*args, **kwargs):
         at_generation.append(lora_fingerprint(trainer.model))
@@ -301,7 +352,7 @@ def test_rollouts_come_from_the_updated_adapter(tiny_model_dir, small_data, tmp_
         def on_step_end(self, args, state, control, **kwargs):
             after_step.append(lora_fingerprint(trainer.model))
 
-    trainer.model.generate = recording_generate
+    trainer._generate_single_turn = recording_generate
     trainer.add_callback(AfterStep())
     trainer.train()
     assert len(at_generation) == 3 and len(after_step) == 3
@@ -454,6 +505,23 @@ def test_lora_runs_in_bf16_on_the_cpu_load_their_frozen_weights_in_bf16(
     monkeypatch.setattr(configs, "cpu_has_native_bf16", lambda: native)
     args = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True)
     assert model_init_kwargs(args, ModelConfig(use_peft=use_peft, dtype=dtype)) == {"dtype": expected}
+
+
+def test_a_recipe_that_names_no_dtype_leaves_the_choice_to_model_init_kwargs(tmp_path, monkeypatch):
+    """trl's `ModelConfig` says float32 when nothing is set, which hid the bf16 choice from every recipe."""
+    from trl import TrlParser
+
+    from grpo_tools.training import configs
+
+    monkeypatch.setattr(configs, "cpu_has_native_bf16", lambda: True)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"model_name_or_path: m\nuse_peft: true\nuse_cpu: true\noutput_dir: {tmp_path}\n")
+    parser = TrlParser((ToolGRPOConfig, ModelConfig))
+    training_args, model_args = parser.parse_args_and_config(args=["--config", str(recipe)])
+    assert model_args.dtype is None
+    assert model_init_kwargs(training_args, model_args) == {"dtype": "bfloat16"}
+    _, model_args = parser.parse_args_and_config(args=["--config", str(recipe), "--dtype", "float32"])
+    assert model_init_kwargs(training_args, model_args) == {"dtype": "float32"}  # and a set one is kept
 
 
 def test_a_bf16_loaded_lora_run_trains_a_float32_adapter(tiny_model_dir, small_data, tmp_path, monkeypatch):
