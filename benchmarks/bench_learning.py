@@ -335,6 +335,7 @@ def run(
 
     from grpo_tools.data.prompts import load_rows
     from grpo_tools.training.allocator import keep_freed_memory
+    from grpo_tools.training.configs import model_init_kwargs
 
     quiet()
     keep_freed_memory()  # as `grpo-tools train` does
@@ -345,16 +346,17 @@ def run(
     recipe = str(recipe)
     work_dir = Path(work_dir)
     start = time.perf_counter()
-    script_args, training_args, _ = parse_recipe(recipe, [*overrides, "--output_dir", str(work_dir)])
+    script_args, training_args, model_args = parse_recipe(recipe, [*overrides, "--output_dir", str(work_dir)])
     rows = {
         "train": load_rows(script_args.dataset_name, script_args.max_train_rows),
         "eval": load_rows(script_args.eval_data, script_args.max_eval_rows),
     }
     warm_dir, warm_seconds = warm_start_once(recipe, list(overrides), work_dir, rows["train"], fresh)
     tokenizer = AutoTokenizer.from_pretrained(warm_dir)
-    step_zero = held_out_scores(
-        AutoModelForCausalLM.from_pretrained(warm_dir), tokenizer, rows["eval"], script_args, training_args
-    )
+    # In the dtype the runs load it in (`model_init_kwargs`: bf16 for LoRA on a CPU with native bf16), so that step 0
+    # and the runs' evaluations differ by training alone.
+    model = AutoModelForCausalLM.from_pretrained(warm_dir, **model_init_kwargs(training_args, model_args))
+    step_zero = held_out_scores(model, tokenizer, rows["eval"], script_args, training_args)
     overrides = [*overrides, *(["--max_steps", str(max_steps)] if max_steps else [])]
     plan = [(arm, seed) for seed in seeds for arm in arms]
     arguments = [(recipe, overrides, warm_dir, arm, seed, eval_every, work_dir, rows) for arm, seed in plan]
