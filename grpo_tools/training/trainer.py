@@ -22,7 +22,8 @@ disabled as the reference, accelerate / DeepSpeed / FSDP). What this adds:
   recompiling); that was about a quarter of a SmolLM2 GRPO step on 2 cores (README, Performance). The completions of a
   group share their prompt's forward pass there too: prompts are most of the positions those passes read, and that
   saved about a third of what was left of a step. Generation with transformers' `generate` does the same: each
-  distinct prompt is prefilled once and its cache copied to its group's rows, where `generate` prefills every row.
+  distinct prompt is prefilled once and its cache copied to its group's rows, where `generate` prefills every row,
+  and plain sampling runs in a loop of ours that drops each row at its end of turn (`_sample_rows`).
 """
 
 from __future__ import annotations
@@ -347,14 +348,16 @@ class ToolGRPOTrainer(GRPOTrainer):
         num_generations: int,
         has_tool_images: bool = False,
     ) -> tuple[list[list[int]], Any]:
-        """trl's generation; on the CPU with transformers' `generate` and text only, each prompt prefilled once; with
-        `gold_in_group`, the last completion of each group is its row's gold turn (not sampled, where `generate` runs).
+        """trl's generation; on the CPU with transformers' `generate` and text only, each prompt prefilled once and
+        plain sampling run by `_sample_rows`; with `gold_in_group`, the last completion of each group is its row's gold
+        turn (not sampled, where `generate` runs).
 
         `generate` runs its prefill over every row, and a group's `num_generations` rows carry the same prompt: on
         one CPU thread that prefill was about a third of a SmolLM2 rollout (README, Performance). Here each distinct
-        prompt (less its last token) runs once, its cache is copied to the rows that share it, and `generate` goes on
-        from there: its positions and padding mask are its own, so with the same seed the samples are the same
-        tokens up to float rounding.
+        prompt (less its last token) runs once and its cache is copied to the rows that share it. Plain sampling
+        (trl's defaults) then goes on in `_sample_rows`, which stops computing each row at its end of turn and merges
+        LoRA while it runs; any other generation config goes on in `generate`, with its own positions and padding
+        mask, so with the same seed its samples are the same tokens up to float rounding.
 
         Sampling runs in the weights' own dtype (trl calls `generate` outside accelerate's autocast): with bf16
         autocast around float32 weights, SmolLM2's GRPO steps took about 30% longer on a CPU with AMX, since each
