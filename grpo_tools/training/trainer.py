@@ -550,11 +550,11 @@ def _sample_rows(
 
 @contextlib.contextmanager
 def _lora_merged_for_sampling(model: torch.nn.Module) -> Iterator[None]:
-    """Within the block, each LoRA linear layer of `model` (one active adapter, enabled, no DoRA, not merged) is replaced
-    by a plain linear layer whose weight is base + scale x B A, in the base weight's dtype; the original layers are put
-    back afterwards, untouched. The same function up to the rounding of the merged weight; a token's step then runs one
-    matrix product per layer where the adapter ran three, with casts to the adapter's float32: about a fifth of
-    sampling SmolLM2 with LoRA on 12 of its 30 blocks, on one CPU thread. peft's own `merge_adapter` and
+    """Within the block, each LoRA linear layer of `model` (one active adapter, enabled, no DoRA, not merged) is
+    replaced by a plain linear layer whose weight is base + scale x B A, in the base weight's dtype; the original
+    layers are put back afterwards, untouched. The same function up to the rounding of the merged weight; a token's
+    step then runs one matrix product per layer where the adapter ran three, with casts to the adapter's float32: about
+    a fifth of sampling SmolLM2 with LoRA on 12 of its 30 blocks, on one CPU thread. peft's own `merge_adapter` and
     `unmerge_adapter` would add the product to the base weights and subtract it again, which in bf16 does not give the
     frozen weights back."""
     from peft.tuners.lora import LoraLayer

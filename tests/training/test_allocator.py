@@ -17,7 +17,8 @@ libc = ctypes.CDLL(None)
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for size in range(4 << 20, 6 << 20, 64 << 10):  # 32 blocks of 4 to 6 MiB, each larger than the last, as a growing cache
+# 32 blocks of 4 to 6 MiB, each larger than the last, as a growing cache
+for size in range(4 << 20, 6 << 20, 64 << 10):
     block = libc.malloc(size)
     ctypes.memset(block, 1, size)
     libc.free(block)
