@@ -117,6 +117,18 @@ def test_cpu_log_probabilities_equal_trls_with_completion_positions_only(tiny_mo
         scale = max(1.0, trl_grad.abs().max().item())
         torch.testing.assert_close(our_grad, trl_grad, atol=1e-5 * scale, rtol=1e-4)
     assert (ours[1, 3:] == 0).all() and (ours[0] < 0).all()  # padding scores 0, real tokens a log-probability
+    assert not our_entropy.requires_grad  # no entropy bonus: nothing differentiates it
+    trainer._entropy_bonus_enabled = True  # trl's `entropy_coef` > 0: the bonus's gradient goes through the entropy
+    entropy_grads = []
+    for compute in (
+        trainer._get_per_token_logps_and_entropies,
+        partial(GRPOTrainer._get_per_token_logps_and_entropies, trainer),
+    ):
+        _, entropies, _ = compute(trainer.model, input_ids, attention_mask, 5, batch_size=1, compute_entropy=True)
+        entropy_grads.append(torch.autograd.grad((entropies * completion_mask).sum(), adapter))
+    for our_grad, trl_grad in zip(*entropy_grads, strict=True):
+        scale = max(1.0, trl_grad.abs().max().item())
+        torch.testing.assert_close(our_grad, trl_grad, atol=1e-5 * scale, rtol=1e-4)
 
 
 def perturb_adapter(trainer):
@@ -233,6 +245,32 @@ def test_cpu_sampling_draws_from_the_tempered_softmax():
     expected = torch.softmax(logits[0] / 0.5, dim=-1)  # (5,)
     torch.testing.assert_close(frequencies, expected, atol=0.01, rtol=0)
     assert frequencies[3] == 0  # a token of probability 0 is never drawn
+
+
+def test_a_preallocated_cache_layer_holds_what_a_growing_one_holds_and_keeps_its_buffer():
+    from transformers.cache_utils import DynamicLayer
+
+    from grpo_tools.training.trainer import _PreallocatedLayer
+
+    torch.manual_seed(0)
+    plain = DynamicLayer()
+    plain.update(torch.randn(4, 2, 5, 3), torch.randn(4, 2, 5, 3))  # a prompt of 5 positions
+    preallocated = _PreallocatedLayer(plain, room=2)
+    reference = DynamicLayer()
+    reference.update(plain.keys.clone(), plain.values.clone())
+    steps = [(torch.randn(4, 2, 1, 3), torch.randn(4, 2, 1, 3)) for _ in range(3)]  # one more than the room
+    for step, (keys, values) in enumerate(steps):
+        if step == 1:  # rows 0 and 2 end
+            for layer in (preallocated, reference):
+                layer.batch_select_indices(torch.tensor([1, 3]))
+        keys, values = (keys[[1, 3]], values[[1, 3]]) if step >= 1 else (keys, values)
+        buffer = preallocated._buffers[0].data_ptr()
+        got = preallocated.update(keys, values)
+        want = reference.update(keys, values)
+        torch.testing.assert_close(got, want, atol=0, rtol=0)
+        assert preallocated.get_seq_length() == reference.get_seq_length() == 6 + step
+        if step < 2:  # written in place while there is room
+            assert preallocated._buffers[0].data_ptr() == buffer
 
 
 def test_lora_layers_are_merged_while_sampling_and_put_back_after(tiny_model_dir, small_data, tmp_path):
