@@ -523,8 +523,9 @@ def _sample_rows(
 
     `cache` holds every row's prompt less its last token (`_prompt_cache`). Unlike `generate`, which computes every
     row until the last one ends, a row that has written an end-of-turn token leaves the batch (its cache rows are
-    dropped): SmolLM2's completions in the recipe average about 40 tokens where the longest run to 64. Tokens are
-    drawn by `_draw`, one uniform number per row."""
+    dropped): SmolLM2's completions in the recipe average about 40 tokens where the longest run to 64. Each step
+    writes its keys and values into buffers allocated once (`_PreallocatedLayer`). Tokens are drawn by `_draw`, one
+    uniform number per row."""
     eos = torch.tensor(config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id])
     pad = config.pad_token_id if config.pad_token_id is not None else int(eos[0])
     batch = input_ids.size(0)
