@@ -594,6 +594,13 @@ class _PreallocatedLayer(DynamicLayer):
         self._buffers = [buffer[indices] for buffer in self._buffers]
         self._expose()
 
+    def _unsupported(self, *args: Any, **kwargs: Any) -> None:
+        # `_sample_rows` only appends positions and drops rows; the rest of `DynamicLayer`'s methods would change the
+        # exposed views without the buffers.
+        raise NotImplementedError(f"{type(self).__name__} only appends positions and drops rows")
+
+    crop = batch_repeat_interleave = reorder_cache = reset = offload = prefetch = _unsupported
+
 
 def _with_room(states: torch.Tensor, room: int) -> torch.Tensor:
     """`states` (b, h, L, d) at the start of a new buffer (b, h, L + room, d)."""
