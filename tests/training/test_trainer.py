@@ -131,6 +131,33 @@ def test_cpu_log_probabilities_equal_trls_with_completion_positions_only(tiny_mo
         torch.testing.assert_close(our_grad, trl_grad, atol=1e-5 * scale, rtol=1e-4)
 
 
+def test_cpu_log_probabilities_taken_a_row_at_a_time_equal_the_whole_batchs(
+    tiny_model_dir, small_data, tmp_path, monkeypatch
+):
+    import grpo_tools.training.trainer as trainer_module
+
+    trainer = make_trainer(tiny_model_dir, small_data["train"], tmp_path, temperature=0.7)
+    perturb_adapter(trainer)
+    trainer._entropy_bonus_enabled = True  # so that the entropies' gradients are compared as well
+    input_ids = torch.randint(3, 50, (4, 12))  # 4 rows, the last 5 tokens the completion
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, -2:] = 0  # a completion that ended early
+    adapter = [parameter for name, parameter in trainer.model.named_parameters() if "lora_" in name]
+    results = []
+    for piece_bytes in (trainer_module._LOGITS_PIECE_BYTES, 1):  # the whole batch at once, then a row at a time
+        monkeypatch.setattr(trainer_module, "_LOGITS_PIECE_BYTES", piece_bytes)
+        logps, entropies, _ = trainer._get_per_token_logps_and_entropies(
+            trainer.model, input_ids, attention_mask, 5, compute_entropy=True
+        )
+        loss = (logps * attention_mask[:, -5:]).sum() + entropies.sum()
+        results.append((logps, entropies, torch.autograd.grad(loss, adapter)))
+    (whole, whole_entropy, whole_grads), (rows, row_entropy, row_grads) = results
+    assert whole.shape == rows.shape == (4, 5)
+    assert torch.equal(whole, rows) and torch.equal(whole_entropy, row_entropy)
+    assert (rows[1, -2:] == 0).all() and (row_entropy[1, -2:] == 0).all()  # padding scores 0
+    assert all(torch.equal(whole_grad, row_grad) for whole_grad, row_grad in zip(whole_grads, row_grads, strict=True))
+
+
 def perturb_adapter(trainer):
     """Random LoRA B weights, so that the adapter changes the outputs; returns two prompts of different lengths."""
     with torch.no_grad():
@@ -278,7 +305,7 @@ def test_a_preallocated_cache_layer_holds_what_a_growing_one_holds_and_keeps_its
 def test_lora_layers_are_merged_while_sampling_and_put_back_after(tiny_model_dir, small_data, tmp_path):
     from peft.tuners.lora import LoraLayer
 
-    from grpo_tools.training.trainer import _lora_merged_for_sampling
+    from grpo_tools.training.trainer import _layers_for_sampling
 
     trainer = make_trainer(tiny_model_dir, small_data["train"], tmp_path)
     perturb_adapter(trainer)
@@ -288,7 +315,7 @@ def test_lora_layers_are_merged_while_sampling_and_put_back_after(tiny_model_dir
     weights = {name: module.get_base_layer().weight.clone() for name, module in layers.items()}
     with torch.no_grad():
         adapted = model(ids).logits  # (1, T, V)
-        with _lora_merged_for_sampling(model):
+        with _layers_for_sampling(model):
             assert not any(isinstance(module, LoraLayer) for module in model.modules())
             merged = model(ids).logits  # (1, T, V)
         restored = model(ids).logits  # (1, T, V)
@@ -296,6 +323,37 @@ def test_lora_layers_are_merged_while_sampling_and_put_back_after(tiny_model_dir
     assert torch.equal(restored, adapted)
     assert {name: module for name, module in model.named_modules() if isinstance(module, LoraLayer)} == layers
     assert all(torch.equal(layers[name].get_base_layer().weight, weight) for name, weight in weights.items())
+
+
+def test_linear_layers_sample_with_their_weights_laid_out_once_and_the_same_values(tiny_model_dir):
+    from grpo_tools.training.trainer import _layers_for_sampling, _SamplingLinear
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.bfloat16).eval()
+    ids = AutoTokenizer.from_pretrained(tiny_model_dir)(["Weather in Lyon?"], return_tensors="pt").input_ids  # (1, T)
+    layers = dict(model.named_modules())
+    linear = [name for name, module in layers.items() if type(module) is torch.nn.Linear]
+    packs = []
+    with torch.no_grad():
+        plain = model(ids).logits  # (1, T, V)
+        for _ in range(2):
+            with _layers_for_sampling(model):
+                swapped = dict(model.named_modules())
+                assert all(isinstance(swapped[name], _SamplingLinear) for name in linear)
+                packs.append([swapped[name].packed for name in linear])
+                sampled = model(ids).logits  # (1, T, V)
+            assert torch.equal(sampled, plain)  # the same products, not merely close
+    assert dict(model.named_modules()) == layers  # every layer put back
+    supported = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    assert all((pack is not None) == supported for pack in packs[0])
+    assert all(first is second for first, second in zip(*packs, strict=True))  # laid out once, kept on the layer
+    head, first = model.get_output_embeddings(), packs[0][linear.index("lm_head")]
+    with torch.no_grad():
+        head.weight.mul_(2.0)  # the weight changed in place: laid out again
+        with _layers_for_sampling(model):
+            repacked = model.get_output_embeddings().packed
+            hidden = model.model(ids).last_hidden_state  # (1, T, H)
+            assert torch.equal(model(ids).logits, torch.nn.functional.linear(hidden, head.weight))
+    assert repacked is None if not supported else repacked is not first
 
 
 def test_cpu_log_probabilities_too_large_to_hold_are_left_to_trl(tiny_model_dir, small_data, tmp_path, monkeypatch):
