@@ -303,32 +303,52 @@ class ToolGRPOTrainer(GRPOTrainer):
         for start in range(0, input_ids.size(0), batch_size):
             ids, mask = input_ids[start : start + batch_size], attention_mask[start : start + batch_size]  # (b, L)
             with self.accelerator.autocast():
-                logits = self._completion_logits(model, ids, mask, logits_to_keep)  # (b, K, V)
-            padding = mask[:, -logits_to_keep:] == 0  # (b, K): scored 0, as trl scores them
-            targets = ids[:, -logits_to_keep:].unsqueeze(-1)  # (b, K, 1)
-            # A few rows at a time (see `_LOGITS_PIECE_BYTES`); every operation below is row by row, so the values
-            # and gradients are those of the whole batch at once. `split` (one autograd node) gives the backward pass
-            # one concatenation, where indexing would add a whole-batch gradient per piece.
-            rows = max(1, _LOGITS_PIECE_BYTES // (4 * logits[0].numel()))
-            for part, part_targets, part_padding in zip(
-                logits.split(rows), targets.split(rows), padding.split(rows), strict=True
-            ):
-                logps = (part.float() / self.temperature).log_softmax(dim=-1)  # (r, K, V)
-                all_logps.append(logps.gather(-1, part_targets).squeeze(-1).masked_fill(part_padding, 0.0))  # (r, K)
-                if compute_entropy:
-                    # Only trl's entropy bonus differentiates the entropy; without it, no graph keeps exp(logps)
-                    # alive.
-                    bonus = getattr(self, "_entropy_bonus_enabled", True)
-                    with contextlib.nullcontext() if bonus else torch.no_grad():
-                        entropy = -(logps.exp() * logps).sum(dim=-1)  # (r, K)
-                    all_entropies.append(entropy.masked_fill(part_padding, 0.0))  # (r, K)
+                blocks = self._completion_logits(model, ids, mask, logits_to_keep)  # [(b, k, V), ...]
+            widths = [block.size(1) for block in blocks]
+            targets = ids[:, -logits_to_keep:].split(widths, dim=1)  # (b, k) each
+            padding = (mask[:, -logits_to_keep:] == 0).split(
+                widths, dim=1
+            )  # (b, k) each: scored 0, as trl scores them
+            scored = [
+                self._score_logits(*block, compute_entropy) for block in zip(blocks, targets, padding, strict=True)
+            ]
+            all_logps.append(torch.cat([logps for logps, _ in scored], dim=1))  # (b, K)
+            if compute_entropy:
+                all_entropies.append(torch.cat([entropy for _, entropy in scored], dim=1))  # (b, K)
         entropies = torch.cat(all_entropies, dim=0) if compute_entropy else None
         return torch.cat(all_logps, dim=0), entropies, None
 
+    def _score_logits(
+        self, logits: torch.Tensor, targets: torch.Tensor, padding: torch.Tensor, compute_entropy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The log-probabilities of `targets` (b, k) under `logits` (b, k, V) at the sampling temperature, and the
+        entropies where asked, both (b, k) and 0 where `padding` is set.
+
+        A few rows at a time (see `_LOGITS_PIECE_BYTES`); every operation here is row by row, so the values and
+        gradients are those of the whole block at once. `split` (one autograd node) gives the backward pass one
+        concatenation, where indexing would add a whole-block gradient per piece."""
+        rows = max(1, _LOGITS_PIECE_BYTES // (4 * logits[0].numel()))
+        all_logps, all_entropies = [], []
+        for part, part_targets, part_padding in zip(
+            logits.split(rows), targets.split(rows), padding.split(rows), strict=True
+        ):
+            logps = (part.float() / self.temperature).log_softmax(dim=-1)  # (r, k, V)
+            gathered = logps.gather(-1, part_targets.unsqueeze(-1)).squeeze(-1)  # (r, k)
+            all_logps.append(gathered.masked_fill(part_padding, 0.0))
+            if compute_entropy:
+                # Only trl's entropy bonus differentiates the entropy; without it, no graph keeps exp(logps) alive.
+                with contextlib.nullcontext() if getattr(self, "_entropy_bonus_enabled", True) else torch.no_grad():
+                    entropy = -(logps.exp() * logps).sum(dim=-1)  # (r, k)
+                all_entropies.append(entropy.masked_fill(part_padding, 0.0))
+        return torch.cat(all_logps), torch.cat(all_entropies) if compute_entropy else None
+
     def _completion_logits(
         self, model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, logits_to_keep: int
-    ) -> torch.Tensor:
-        """The logits that predict the last `logits_to_keep` tokens of each row (position i predicts token i + 1).
+    ) -> list[torch.Tensor]:
+        """The logits that predict the last `logits_to_keep` tokens of each row (position i predicts token i + 1), as
+        consecutive blocks of those positions, (b, k, V) each: the first from the prompts' pass, the rest from the
+        completions'. Joined, they would be copied once more forward and once more backward, 200 MB in bf16 for a
+        SmolLM2 step.
 
         Rows that share a prompt (a GRPO group's completions) share its forward pass: each distinct prompt runs once,
         its key/value cache is copied to every row that has it, and the completions run on from there. Positions
@@ -351,9 +371,9 @@ class ToolGRPOTrainer(GRPOTrainer):
                 cache = getattr(prompt, _CACHE)
         if cache is None:
             # The logits of the last K + 1 positions, less the final one.
-            return model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1).logits[:, :-1]
+            return [model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1).logits[:, :-1]]
         cache.batch_select_indices(row_prompt)
-        logits = prompt.logits[row_prompt]  # (b, 1, V)
+        blocks = [prompt.logits[row_prompt]]  # (b, 1, V)
         if logits_to_keep > 1:
             rest = model(
                 input_ids=ids[:, prompt_length:-1],
@@ -361,8 +381,8 @@ class ToolGRPOTrainer(GRPOTrainer):
                 use_cache=True,
                 **{_CACHE: cache},
             ).logits  # (b, K - 1, V)
-            logits = torch.cat([logits, rest], dim=1)
-        return logits
+            blocks.append(rest)
+        return blocks
 
     def _generate_single_turn(
         self,
