@@ -57,10 +57,10 @@ MAX_CPU_LOGITS = 2**28
 
 # The CPU path turns logits into log-probabilities and entropies a few rows at a time, each piece's float32 values at
 # most this size: under the 32 MiB above which glibc maps every block afresh from the kernel even with
-# `keep_freed_memory`, so the pieces reuse the same heap memory. A SmolLM2 step's whole batch, 32 x 64 x 49,152 float32
-# values (400 MB) per tensor, went to fresh pages for the conversion to float32, the log-softmax, the entropy's product
-# and their backward passes: on one CPU thread its log-softmax alone took 1.0-1.5 s against 0.3-0.6 s row by row
-# (README, Performance).
+# `keep_freed_memory`, so the pieces reuse the same heap memory. Over a SmolLM2 step's whole batch, 32 x 64 x 49,152
+# float32 values (400 MB) per tensor, the conversion to float32, the log-softmax, the entropy's product and their
+# backward passes each went to fresh pages: on one CPU thread 3 GRPO steps took 69.2 s that way and 57.5 s a row at a
+# time (README, Performance).
 _LOGITS_PIECE_BYTES = 16 << 20
 
 # The batch size oneDNN lays linear weights out for while sampling (`_packed`): the products' values do not depend on it.
@@ -306,9 +306,8 @@ class ToolGRPOTrainer(GRPOTrainer):
                 blocks = self._completion_logits(model, ids, mask, logits_to_keep)  # [(b, k, V), ...]
             widths = [block.size(1) for block in blocks]
             targets = ids[:, -logits_to_keep:].split(widths, dim=1)  # (b, k) each
-            padding = (mask[:, -logits_to_keep:] == 0).split(
-                widths, dim=1
-            )  # (b, k) each: scored 0, as trl scores them
+            # Padding positions score 0, as trl scores them.
+            padding = (mask[:, -logits_to_keep:] == 0).split(widths, dim=1)  # (b, k) each
             scored = [
                 self._score_logits(*block, compute_entropy) for block in zip(blocks, targets, padding, strict=True)
             ]
@@ -399,8 +398,8 @@ class ToolGRPOTrainer(GRPOTrainer):
         `generate` runs its prefill over every row, and a group's `num_generations` rows carry the same prompt: on
         one CPU thread that prefill was about a third of a SmolLM2 rollout (README, Performance). Here each distinct
         prompt (less its last token) runs once and its cache is copied to the rows that share it. Plain sampling
-        (trl's defaults) then goes on in `_sample_rows`, which stops computing each row at its end of turn and merges
-        LoRA while it runs; any other generation config goes on in `generate`, with its own positions and padding
+        (trl's defaults) then goes on in `_sample_rows`, which stops computing each row at its end of turn, merges
+        LoRA and runs on weights laid out for oneDNN once (`_layers_for_sampling`); any other generation config goes on in `generate`, with its own positions and padding
         mask, so with the same seed its samples are the same tokens up to float rounding.
 
         Sampling runs in the weights' own dtype (trl calls `generate` outside accelerate's autocast): with bf16
@@ -664,7 +663,7 @@ def _layers_for_sampling(model: torch.nn.Module) -> Iterator[None]:
     from peft.tuners.lora import LoraLayer
 
     swapped: list[tuple[torch.nn.Module, str, torch.nn.Module]] = []
-    inside_lora: set[str] = set()  # the LoRA layers left as they are, whose base layers stay too
+    inside_lora: set[str] = set()  # LoRA layers, whose own linear layers (base, A, B) are theirs to run
     for name, module in list(model.named_modules()):
         if not name or any(name.startswith(f"{outer}.") for outer in inside_lora):
             continue
