@@ -96,7 +96,7 @@ eval-bfcl: $(STAMP)
 
 # Adaptive against fixed KL on the SmolLM2 recipe that `make train` runs: 4 arms x 3 seeds x the recipe's 32 steps,
 # two one-thread runs at a time, held-out evaluation at the end of each run; JSON and PNG in
-# benchmarks/results/learning-smollm2.*. It took 73.6 min on 2 CPU cores (README, Performance);
+# benchmarks/results/learning-smollm2.*. It took 49.6 min on 2 CPU cores (README, Performance);
 # BENCH_ARGS narrows it, e.g. BENCH_ARGS="--arms adaptive fixed-0 --seeds 1 2". The warm start is done once, kept
 # in outputs/bench-learning-smollm2/ and reused by the next run while the settings it reads (the model, LoRA and
 # warmup_sft_* ones, seed and precision), its rows and the base model are the same: a GRPO-only override such as
