@@ -63,7 +63,8 @@ MAX_CPU_LOGITS = 2**28
 # time (README, Performance).
 _LOGITS_PIECE_BYTES = 16 << 20
 
-# The batch size oneDNN lays linear weights out for while sampling (`_packed`): the products' values do not depend on it.
+# The batch size oneDNN lays linear weights out for while sampling (`_packed`); the products' values do not depend
+# on it.
 _SAMPLING_ROWS = 32
 
 # transformers 5.24 renamed the key/value cache, as an argument and as an output field, from `past_key_values` to
@@ -399,8 +400,9 @@ class ToolGRPOTrainer(GRPOTrainer):
         one CPU thread that prefill was about a third of a SmolLM2 rollout (README, Performance). Here each distinct
         prompt (less its last token) runs once and its cache is copied to the rows that share it. Plain sampling
         (trl's defaults) then goes on in `_sample_rows`, which stops computing each row at its end of turn, merges
-        LoRA and runs on weights laid out for oneDNN once (`_layers_for_sampling`); any other generation config goes on in `generate`, with its own positions and padding
-        mask, so with the same seed its samples are the same tokens up to float rounding.
+        LoRA and runs on weights laid out for oneDNN once (`_layers_for_sampling`); any other generation config goes
+        on in `generate`, with its own positions and padding mask, so with the same seed its samples are the same
+        tokens up to float rounding.
 
         Sampling runs in the weights' own dtype (trl calls `generate` outside accelerate's autocast): with bf16
         autocast around float32 weights, SmolLM2's GRPO steps took about 30% longer on a CPU with AMX, since each
