@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-slow quality style bench bench-learning bench-learning-tiny train train-tiny eval-bfcl clean
+.PHONY: install test test-slow quality style bench bench-learning bench-learning-mapping bench-learning-tiny train train-mapping train-tiny \
+	eval-bfcl eval-bfcl-ast clean
 
 install: $(STAMP)
 
@@ -54,7 +55,19 @@ SMOLLM2 := outputs/smollm2-135m
 $(SMOLLM2)/config.json: $(STAMP) grpo_tools/models/smollm2.py
 	$(BIN)/python -m grpo_tools.models.smollm2 --out $(SMOLLM2)
 
-train: $(SMOLLM2)/config.json
+# The BFCL task (data/README.md): warm-start, GRPO and dev splits from BFCL's live rows, the held-out non-live rows,
+# built from the installed bfcl-eval with SmolLM2's template (prompt lengths are counted in its tokens).
+BFCL_TASK := outputs/bfcl-task
+$(BFCL_TASK)/manifest.json: $(SMOLLM2)/config.json grpo_tools/data/bfcl_task.py
+	$(BIN)/python -m grpo_tools.data.bfcl_task --tokenizer $(SMOLLM2) --out $(BFCL_TASK)
+
+# SmolLM2 on BFCL's live rows, judged before and after on a sample of BFCL's non-live rows (bfcl_summary.json).
+train: $(BFCL_TASK)/manifest.json
+	rm -rf outputs/smollm2-bfcl
+	$(BIN)/grpo-tools train --config recipes/SmolLM2-135M-Instruct/grpo/bfcl.yaml
+
+# SmolLM2 on the bundled synthetic mapping task (data/README.md).
+train-mapping: $(SMOLLM2)/config.json
 	rm -rf outputs/smollm2-grpo
 	$(BIN)/grpo-tools train --config recipes/SmolLM2-135M-Instruct/grpo/cpu.yaml
 
@@ -66,45 +79,55 @@ train-tiny: $(TINY)/config.json
 	rm -rf outputs/tiny-grpo
 	$(BIN)/grpo-tools train --config recipes/tiny/grpo/cpu.yaml
 
-# BFCL's AST categories (non-live, live, irrelevance) from the installed bfcl-eval, before GRPO (the warm-started model
-# GRPO starts from) and after (its LoRA adapter), in one table laid out as the leaderboard's AST columns. BFCL_ROWS
-# rows per category (evenly spaced), greedy, 96 new tokens: 13 minutes measured for SmolLM2-135M on 2 CPU cores
-# at 10 rows, beside other jobs for part of the run.
-# Everything lands in $(BFCL_OUT); another model: make eval-bfcl BFCL_BEFORE=MODEL_FOLDER BFCL_AFTER=ADAPTER_FOLDER.
-BFCL_BEFORE ?= outputs/smollm2-grpo/warmup
-BFCL_AFTER ?= outputs/smollm2-grpo
-BFCL_ROWS ?= 10
+# Every row of BFCL's held-out non-live simple_python, multiple and irrelevance (840) before GRPO (the warm start)
+# and after (its LoRA adapter), greedy, scored by BFCL's rules, beside published small models; bfcl_summary.json and
+# the predictions land in $(BFCL_OUT). Another model: make eval-bfcl BFCL_BEFORE=MODEL_FOLDER BFCL_AFTER=ADAPTER_FOLDER.
+BFCL_BEFORE ?= outputs/smollm2-bfcl/warmup
+BFCL_AFTER ?= outputs/smollm2-bfcl
+BFCL_DATA ?= $(BFCL_TASK)/eval_full.jsonl
 BFCL_OUT ?= outputs/eval-bfcl
-BFCL_CATEGORIES := simple_python multiple parallel parallel_multiple live_simple live_multiple live_parallel \
-	live_parallel_multiple irrelevance live_irrelevance
 GRPO_TOOLS := $(BIN)/python -m grpo_tools.cli
 
-eval-bfcl: $(STAMP)
+eval-bfcl: $(BFCL_TASK)/manifest.json
 	@test -f $(BFCL_BEFORE)/config.json || { echo "make eval-bfcl: no model at $(BFCL_BEFORE) (BFCL_BEFORE): run \`make train\` first" >&2; exit 2; }
 	@test -f $(BFCL_AFTER)/adapter_config.json || { echo "make eval-bfcl: no LoRA adapter at $(BFCL_AFTER) (BFCL_AFTER): run \`make train\` first" >&2; exit 2; }
+	mkdir -p $(BFCL_OUT)
+	$(GRPO_TOOLS) eval --model $(BFCL_BEFORE) --adapter $(BFCL_AFTER) --compare-base --data $(BFCL_DATA) \
+		--scorer bfcl --max-new-tokens 96 --batch-size 40 --output-dir $(BFCL_OUT) > $(BFCL_OUT)/eval.log
+	$(BIN)/python -m grpo_tools.evaluation.leaderboard table $(BFCL_OUT)/base_rows.jsonl $(BFCL_OUT)/adapter_rows.jsonl \
+		--summary $(BFCL_OUT)/bfcl_summary.json
+
+# BFCL's AST categories (non-live, live, irrelevance) laid out as the leaderboard's columns: BFCL_ROWS rows per
+# category, evenly spaced, before and after, as above.
+BFCL_ROWS ?= 10
+BFCL_CATEGORIES := simple_python multiple parallel parallel_multiple live_simple live_multiple live_parallel \
+	live_parallel_multiple irrelevance live_irrelevance
+
+eval-bfcl-ast: $(STAMP)
+	@test -f $(BFCL_BEFORE)/config.json || { echo "make eval-bfcl-ast: no model at $(BFCL_BEFORE) (BFCL_BEFORE): run \`make train\` first" >&2; exit 2; }
+	@test -f $(BFCL_AFTER)/adapter_config.json || { echo "make eval-bfcl-ast: no LoRA adapter at $(BFCL_AFTER) (BFCL_AFTER): run \`make train\` first" >&2; exit 2; }
 	@for category in $(BFCL_CATEGORIES); do \
 		$(GRPO_TOOLS) convert --from bfcl $$category --output $(BFCL_OUT)/converted/$$category.jsonl || exit 1; done
 	$(BIN)/python -m grpo_tools.evaluation.leaderboard select --rows $(BFCL_ROWS) --output $(BFCL_OUT)/bfcl.jsonl \
 		$(BFCL_CATEGORIES:%=$(BFCL_OUT)/converted/%.jsonl)
 	$(GRPO_TOOLS) eval --model $(BFCL_BEFORE) --adapter $(BFCL_AFTER) --compare-base --data $(BFCL_OUT)/bfcl.jsonl \
 		--scorer bfcl --max-new-tokens 96 --batch-size 8 --output-dir $(BFCL_OUT) > $(BFCL_OUT)/eval.log
-	$(GRPO_TOOLS) score --data $(BFCL_OUT)/bfcl.jsonl --predictions $(BFCL_OUT)/base_predictions.jsonl --scorer bfcl \
-		--per-row $(BFCL_OUT)/before_rows.jsonl --quiet > /dev/null
-	$(GRPO_TOOLS) score --data $(BFCL_OUT)/bfcl.jsonl --predictions $(BFCL_OUT)/adapter_predictions.jsonl --scorer bfcl \
-		--per-row $(BFCL_OUT)/after_rows.jsonl --quiet > /dev/null
-	$(BIN)/python -m grpo_tools.evaluation.leaderboard table $(BFCL_OUT)/before_rows.jsonl $(BFCL_OUT)/after_rows.jsonl
+	$(BIN)/python -m grpo_tools.evaluation.leaderboard table $(BFCL_OUT)/base_rows.jsonl $(BFCL_OUT)/adapter_rows.jsonl
 
-# Adaptive against fixed KL on the SmolLM2 recipe that `make train` runs: 4 arms x 3 seeds x the recipe's 32 steps,
-# two one-thread runs at a time, held-out evaluation at the end of each run; JSON and PNG in
-# benchmarks/results/learning-smollm2.*. It took 49.6 min on 2 CPU cores (README, Performance);
-# BENCH_ARGS narrows it, e.g. BENCH_ARGS="--arms adaptive fixed-0 --seeds 1 2". The warm start is done once, kept
-# in outputs/bench-learning-smollm2/ and reused by the next run while the settings it reads (the model, LoRA and
-# warmup_sft_* ones, seed and precision), its rows and the base model are the same: a GRPO-only override such as
-# BENCH_ARGS="--arms adaptive --kl_target 0.05" reuses it. Parts run with their own --output in BENCH_ARGS combine
-# into one table and plot with `.venv/bin/python benchmarks/bench_learning.py --merge PART.json ... --output ALL.json`.
-# Each run prints a line at each quarter of its steps.
+# Is it GRPO? From the same warm start, on the held-out sample `make train` reports (eval.jsonl): the GRPO recipe
+# (adaptive), GRPO without the gold turn in each group (no-gold) and supervised fine-tuning on the GRPO split's gold
+# turns for as many training seconds as the recipe's run of the same seed (sft); 2 seeds, two one-thread runs at a
+# time; JSON and PNG in benchmarks/results/learning-bfcl.*. The adaptive-against-fixed KL arms:
+# BENCH_ARGS="--arms adaptive fixed-0 fixed-init fixed-10x". The warm start is made once in
+# outputs/bench-learning-bfcl/ and reused while the settings it reads, its rows and the base model are the same.
 BENCH_ARGS ?=
-bench-learning: $(SMOLLM2)/config.json
+bench-learning: $(BFCL_TASK)/manifest.json
+	$(BIN)/python benchmarks/bench_learning.py --recipe recipes/SmolLM2-135M-Instruct/grpo/bfcl.yaml --jobs 2 \
+		--arms adaptive no-gold sft --seeds 0 1 --eval-every 1000 --work-dir outputs/bench-learning-bfcl \
+		--output benchmarks/results/learning-bfcl.json $(BENCH_ARGS)
+
+# Adaptive against fixed KL on the mapping recipe (`make train-mapping`), 4 arms x 3 seeds x 32 steps.
+bench-learning-mapping: $(SMOLLM2)/config.json
 	$(BIN)/python benchmarks/bench_learning.py --recipe recipes/SmolLM2-135M-Instruct/grpo/cpu.yaml --jobs 2 \
 		--eval-every 32 --work-dir outputs/bench-learning-smollm2 \
 		--output benchmarks/results/learning-smollm2.json $(BENCH_ARGS)

@@ -60,7 +60,13 @@ ARMS = {
     "fixed-0": lambda beta: ["--adaptive_kl", "false", "--beta", "0"],
     "fixed-init": lambda beta: ["--adaptive_kl", "false", "--beta", str(beta)],
     "fixed-10x": lambda beta: ["--adaptive_kl", "false", "--beta", str(10 * beta)],
+    "no-gold": lambda beta: ["--adaptive_kl", "true", "--beta", str(beta), "--gold_in_group", "false"],
+    # Not GRPO: supervised fine-tuning from the same warm start on the GRPO split's gold turns, a fresh LoRA adapter
+    # of the recipe's shape, the warm start's learning rate and batch size, stopped after as many training seconds
+    # as the `adaptive` run of the same seed took (run after it).
+    "sft": lambda beta: [],
 }
+GRPO_ARMS = tuple(arm for arm in ARMS if arm != "sft")
 
 
 def parse_recipe(recipe: str | os.PathLike[str], overrides: list[str]) -> tuple[Any, Any, Any]:
@@ -101,7 +107,27 @@ def held_out_scores(model: Any, tokenizer: Any, rows: list[dict], script_args: A
             sum_ + weight * score
             for sum_, score in zip(total, function(completions=completions, **columns), strict=True)
         ]
-    return {"accuracy": statistics.mean(correct), "mean_reward": statistics.mean(total)}
+    by_category: dict[str, list[float]] = {}
+    for row, score in zip(rows, correct, strict=True):
+        by_category.setdefault(_category(row), []).append(score)
+    categories = {name: statistics.mean(scores) for name, scores in by_category.items()}
+    calls = [value for name, value in categories.items() if "irrelevance" not in name]
+    return {
+        "accuracy": statistics.mean(correct),
+        "mean_reward": statistics.mean(total),
+        "by_category": categories,
+        "calls": statistics.mean(calls) if calls else None,  # the categories that need a call, each counted once
+    }
+
+
+def _category(row: dict) -> str:
+    """A row's BFCL category where its id names one (`simple_python_17`), else its canonical category."""
+    from grpo_tools.evaluation.leaderboard import source_category
+
+    try:
+        return source_category(row["id"])
+    except ValueError:
+        return row.get("category") or "all"
 
 
 def _eval_callback(
@@ -217,8 +243,12 @@ def run_arm(
     eval_every: int,
     work_dir: Path,
     rows: dict[str, list[dict]],
+    seconds: float | None = None,
 ) -> dict:
-    """One GRPO run of the recipe from the warm start: per-step logs and the held-out points."""
+    """One GRPO run of the recipe from the warm start: per-step logs and the held-out points. The `sft` arm is
+    `run_sft` for `seconds` of training instead."""
+    if arm == "sft":
+        return run_sft(recipe, overrides, warm_dir, seed, seconds or 0.0, work_dir, rows)
     from common import without_printer
     from transformers import AutoTokenizer
     from trl import get_peft_config
@@ -268,6 +298,66 @@ def run_arm(
             "kl_coef": [entry.get("kl_coef", training_args.beta) for entry in logs],  # logged by the adaptive arm
         },
     }
+
+
+def run_sft(
+    recipe: str, overrides: list[str], warm_dir: str, seed: int, seconds: float, work_dir: Path, rows: dict
+) -> dict:
+    """The `sft` arm: supervised fine-tuning from the warm start on the GRPO split's gold turns (a fresh LoRA adapter
+    of the recipe's, the warm start's learning rate, constant, and batch size) until `seconds` of training have
+    passed, then the held-out evaluation."""
+    from transformers import AutoTokenizer, TrainerCallback
+
+    from grpo_tools.training.warm_start import sft_trainer, train_sft
+
+    arm_overrides = [*overrides, "--seed", str(seed), "--model_name_or_path", warm_dir, "--warmup_sft_peft", "true"]
+    script_args, training_args, model_args = parse_recipe(recipe, arm_overrides)
+    training_args.disable_tqdm = True
+    tokenizer = AutoTokenizer.from_pretrained(warm_dir)
+
+    class Budget(TrainerCallback):
+        """Stops training once `seconds` of it have passed; records each step's loss and training seconds."""
+
+        def __init__(self) -> None:
+            self.start, self.steps, self.step_seconds, self.losses = 0.0, 0, [], []
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.steps = state.global_step
+            self.step_seconds.append(time.perf_counter() - self.start)
+            control.should_training_stop = self.step_seconds[-1] >= seconds
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+            if logs and "loss" in logs:
+                self.losses.append(logs["loss"])
+
+    budget = Budget()
+    trainer = sft_trainer(
+        warm_dir, tokenizer, rows["train"], script_args, training_args, str(work_dir / f"sft-seed{seed}"),
+        model_args, callbacks=[budget], num_train_epochs=1000, lr_scheduler_type="constant", warmup_steps=0,
+        logging_steps=1,
+    )  # fmt: skip
+    train_sft(trainer)
+    train_seconds = budget.step_seconds[-1] if budget.step_seconds else 0.0
+    scores = held_out_scores(trainer.model, tokenizer, rows["eval"], script_args, training_args)
+    epochs = budget.steps * script_args.warmup_sft_batch_size / len(rows["train"])
+    print(
+        f"  sft         seed {seed}: {budget.steps} steps ({epochs:.1f} epochs) in {train_seconds:.0f} s", flush=True
+    )
+    return {
+        "arm": "sft",
+        "seed": seed,
+        "beta": None,
+        "adaptive_kl": None,
+        "steps": budget.steps,
+        "epochs": epochs,
+        "train_seconds": train_seconds,
+        "held_out": [{"step": budget.steps, "train_seconds": train_seconds, **scores}],
+        "per_step": {"step": list(range(1, len(budget.losses) + 1)), "train_seconds": budget.step_seconds,
+                     "loss": budget.losses, "reward": [], "kl": [], "kl_coef": []},
+    }  # fmt: skip
 
 
 def _worker_setup(threads: int | None, parent: int | None = None) -> None:
@@ -360,21 +450,29 @@ def run(
     model = AutoModelForCausalLM.from_pretrained(warm_dir, **model_init_kwargs(training_args, model_args))
     step_zero = held_out_scores(model, tokenizer, rows["eval"], script_args, training_args)
     overrides = [*overrides, *(["--max_steps", str(max_steps)] if max_steps else [])]
-    plan = [(arm, seed) for seed in seeds for arm in arms]
-    arguments = [(recipe, overrides, warm_dir, arm, seed, eval_every, work_dir, rows) for arm, seed in plan]
     if threads:
         torch.set_num_threads(threads)
-    runs = []
-    for run_ in _map_runs(arguments, jobs, threads):
-        run_["held_out"].insert(0, {"step": 0, "train_seconds": 0.0, **step_zero})
-        runs.append(run_)
-        if progress:
-            last = run_["held_out"][-1]
-            print(
-                f"  {run_['arm']:<11} seed {run_['seed']}: {run_['steps']} steps in {run_['train_seconds']:.0f} s, "
-                f"held-out accuracy {last['accuracy']:.3f}, mean reward {last['mean_reward']:.3f}",
-                flush=True,
-            )
+    runs: list[dict] = []
+    # The GRPO arms first: the sft arm of a seed trains for as long as that seed's adaptive run did.
+    for phase in ([arm for arm in arms if arm != "sft"], [arm for arm in arms if arm == "sft"]):
+        plan = [(arm, seed) for seed in seeds for arm in phase]
+        seconds = {run_["seed"]: run_["train_seconds"] for run_ in runs if run_["arm"] == "adaptive"}
+        if "sft" in phase and any(seed not in seconds for seed in seeds):
+            raise ValueError("the sft arm trains for as long as the adaptive arm of its seed: run both")
+        arguments = [
+            (recipe, overrides, warm_dir, arm, seed, eval_every, work_dir, rows, seconds.get(seed))
+            for arm, seed in plan
+        ]
+        for run_ in _map_runs(arguments, jobs, threads):
+            run_["held_out"].insert(0, {"step": 0, "train_seconds": 0.0, **step_zero})
+            runs.append(run_)
+            if progress:
+                last = run_["held_out"][-1]
+                print(
+                    f"  {run_['arm']:<11} seed {run_['seed']}: {run_['steps']} steps in {run_['train_seconds']:.0f} s,"
+                    f" held-out accuracy {last['accuracy']:.3f}, mean reward {last['mean_reward']:.3f}",
+                    flush=True,
+                )
     return {
         "recipe": recipe,
         "overrides": overrides,
@@ -424,19 +522,64 @@ def summary_table(result: dict[str, Any]) -> list[dict[str, Any]]:
                             max(p["mean_reward"] for p in finals)],
             "train_seconds": statistics.mean(run["train_seconds"] for run in runs),
             "final_kl": statistics.mean(kls) if kls else None,
-            "final_kl_coef": statistics.mean(run["per_step"]["kl_coef"][-1] for run in runs),
+            "final_kl_coef": statistics.mean(run["per_step"]["kl_coef"][-1] for run in runs)
+            if all(run["per_step"]["kl_coef"] for run in runs) else None,
         })  # fmt: skip
+        if all("by_category" in run["held_out"][-1] for run in runs):
+            rows[-1]["by_category"] = {
+                name: _spread([run["held_out"][-1]["by_category"][name] for run in runs])
+                for name in runs[0]["held_out"][-1]["by_category"]
+            }
+            if runs[0]["held_out"][-1]["calls"] is not None:
+                rows[-1]["calls"] = _spread([run["held_out"][-1]["calls"] for run in runs])
+                rows[-1]["calls_gain"] = _spread([run["held_out"][-1]["calls"] - run["held_out"][0]["calls"]
+                                                  for run in runs])  # fmt: skip
     return rows
 
 
+def _spread(values: list[float]) -> list[float]:
+    """Mean, min and max."""
+    return [statistics.mean(values), min(values), max(values)]
+
+
 def _band(ax: Any, xs: list[list[float]], ys: list[list[float]], label: str, color: str) -> None:
-    """Mean over seeds as a line, min to max as a shaded band; runs are aligned by index (same evaluation steps)."""
+    """Mean over seeds with min to max around it; runs are aligned by index (same evaluation steps). Only a quantity
+    measured at more than two points is drawn as a line with a shaded band; otherwise each measured point is a
+    marker with a min-max bar, so nothing between the points reads as measured."""
     length = min(len(y) for y in ys)
     x = [statistics.mean(run[i] for run in xs) for i in range(length)]
     columns = [[run[i] for run in ys] for i in range(length)]
-    ax.plot(x, [statistics.mean(c) for c in columns], label=label, color=color, marker="o", markersize=3)
-    if len(ys) > 1:
-        ax.fill_between(x, [min(c) for c in columns], [max(c) for c in columns], color=color, alpha=0.2)
+    means = [statistics.mean(c) for c in columns]
+    if length > 2:
+        ax.plot(x, means, label=label, color=color, marker="o", markersize=3)
+        if len(ys) > 1:
+            ax.fill_between(x, [min(c) for c in columns], [max(c) for c in columns], color=color, alpha=0.2)
+        return
+    low = [mean - min(c) for mean, c in zip(means, columns, strict=True)]
+    high = [max(c) - mean for mean, c in zip(means, columns, strict=True)]
+    ax.errorbar(x, means, yerr=[low, high], label=label, color=color, marker="o", linestyle="none", capsize=3)
+
+
+def _categories_panel(ax: Any, result: dict[str, Any], labels: dict[str, str], colors: dict[str, str]) -> None:
+    """Final held-out accuracy per category (and the mean of the call categories) for the warm start and each arm:
+    a bar for the mean over seeds, a dot for each seed."""
+    step_zero = result["warm_start"]
+    names = [*step_zero["by_category"], *(["calls"] if step_zero.get("calls") is not None else [])]
+    bars = [("warm start", "tab:green", [step_zero])]
+    bars += [
+        (labels[arm], colors[arm], [run["held_out"][-1] for run in result["runs"] if run["arm"] == arm])
+        for arm in result["arms"]
+    ]
+    width = 0.8 / len(bars)
+    for index, (label, color, points) in enumerate(bars):
+        for position, name in enumerate(names):
+            values = [point["calls"] if name == "calls" else point["by_category"][name] for point in points]
+            x = position + (index - (len(bars) - 1) / 2) * width
+            ax.bar(x, statistics.mean(values), width, color=color, alpha=0.6, label=label if position == 0 else None)
+            ax.scatter([x] * len(values), values, color="black", s=8, zorder=3)
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylabel("accuracy")
+    ax.set_title(f"held-out accuracy at the end ({result['eval_rows']} rows; bar: mean, dots: seeds)")
 
 
 def recipe_label(recipe: str | os.PathLike[str]) -> str:
@@ -452,7 +595,8 @@ def arm_labels(result: dict[str, Any]) -> dict[str, str]:
     controller = result.get("kl_controller")
     adaptive = f"adaptive, {controller['rule']}, target {controller['target']:g}" if controller else "adaptive"
     return {"adaptive": f"{adaptive} (from {beta:g})", "fixed-0": "fixed 0", "fixed-init": f"fixed {beta:g}",
-            "fixed-10x": f"fixed {10 * beta:g}"}  # fmt: skip
+            "fixed-10x": f"fixed {10 * beta:g}", "no-gold": "adaptive, no gold turn in the group",
+            "sft": "supervised, same seconds"}  # fmt: skip
 
 
 def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
@@ -462,20 +606,25 @@ def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = dict(zip(ARMS, ["tab:blue", "tab:gray", "tab:orange", "tab:red"], strict=True))
+    colors = dict(zip(ARMS, ["tab:blue", "tab:gray", "tab:orange", "tab:red", "tab:purple", "tab:brown"], strict=True))
     labels = arm_labels(result)
     figure, axes = plt.subplots(2, 3, figsize=(16, 9))
+    by_category = "by_category" in result.get("warm_start", {})
+    if by_category:
+        _categories_panel(axes[0][0], result, labels, colors)
     panels = [
-        (axes[0][0], "held_out", "step", "accuracy", "held-out exact-call accuracy"),
-        (axes[0][1], "held_out", "train_seconds", "accuracy", "held-out exact-call accuracy"),
-        (axes[1][0], "held_out", "step", "mean_reward", "held-out mean reward (recipe weights)"),
-        (axes[1][1], "held_out", "train_seconds", "mean_reward", "held-out mean reward (recipe weights)"),
+        *([] if by_category else [(axes[0][0], "held_out", "step", "accuracy", "held-out accuracy")]),
+        (axes[0][1], "held_out", "train_seconds", "accuracy", "held-out accuracy"),
+        (axes[1][0], "per_step", "step", "reward", "training reward (recipe weights, per step)"),
+        (axes[1][1], "held_out", "step", "mean_reward", "held-out mean reward (recipe weights)"),
         (axes[0][2], "per_step", "step", "kl", "KL to the reference (trl log, per step)"),
         (axes[1][2], "per_step", "step", "kl_coef", "KL coefficient in force"),
     ]
     for ax, source, x_key, y_key, title in panels:
         for arm in result["arms"]:
             runs = [run for run in result["runs"] if run["arm"] == arm]
+            if source == "per_step" and not all(run["per_step"][y_key] for run in runs):
+                continue  # the sft arm logs no reward or KL
             if source == "held_out":
                 xs = [[point[x_key] for point in run["held_out"]] for run in runs]
                 ys = [[point[y_key] for point in run["held_out"]] for run in runs]
@@ -494,7 +643,7 @@ def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
         ax.legend(fontsize=8)
     seeds = len(result["seeds"])
     figure.suptitle(
-        f"{recipe_label(result['recipe'])}: adaptive KL against fixed coefficients, "
+        f"{recipe_label(result['recipe'])}: {', '.join(labels[arm] for arm in result['arms'])}; "
         f"{seeds} seed{'s' * (seeds > 1)} each "
         f"(line: mean, band: min-max), {result['eval_rows']} held-out rows, {result['cores_on_machine']} CPU cores"
     )
@@ -565,6 +714,7 @@ def print_summary(result: dict[str, Any]) -> None:
         f"{'arm':<11} {'seeds':>5} {'accuracy (min-max)':>22} {'gain (min to max)':>27} {'mean reward (min-max)':>24}"
         f" {'train s':>8} {'KL':>8}"
     )
+    _print_categories(result)
     for row in result["summary"]:
         accuracy, gain, reward = row["accuracy"], row["gain"], row["mean_reward"]
         kl = f"{row['final_kl']:.4f}" if row["final_kl"] is not None else "-"
@@ -573,6 +723,25 @@ def print_summary(result: dict[str, Any]) -> None:
             f" {gain[0]:>+8.3f} ({gain[1]:+.3f} to {gain[2]:+.3f})"
             f" {reward[0]:>10.3f} ({reward[1]:.3f}-{reward[2]:.3f}) {row['train_seconds']:>8.0f} {kl:>8}"
         )
+
+
+def _print_categories(result: dict[str, Any]) -> None:
+    """Held-out accuracy (%) per category, mean over seeds with min-max, the warm start first."""
+    warm = result["warm_start"]
+    if "by_category" not in warm:
+        return
+    names = [*warm["by_category"], *(["calls"] if warm.get("calls") is not None else [])]
+    print(f"{'held-out accuracy (%)':<24}" + "".join(f"{name:>22}" for name in names))
+    print(f"{'warm start':<24}" + "".join(f"{100 * (warm['calls'] if n == 'calls' else warm['by_category'][n]):>22.1f}"
+                                          for n in names))  # fmt: skip
+    for row in result["summary"]:
+        if "by_category" not in row:
+            continue
+        cells = [row["calls"] if name == "calls" else row["by_category"][name] for name in names]
+        print(
+            f"{row['arm']:<24}" + "".join(f"{100 * m:>10.1f} ({100 * lo:4.1f}-{100 * hi:4.1f})" for m, lo, hi in cells)
+        )
+    print()
 
 
 def main() -> None:

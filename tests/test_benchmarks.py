@@ -466,3 +466,99 @@ def test_gold_kl_probe_measures_samples_and_gold_turns_against_the_warm_start(ti
     assert figures["gold"]["completions"] == 2 and figures["sampled"]["completions"] == 4
     assert figures["gold"]["mean"] > 1e-3 and figures["sampled"]["mean"] > 1e-3
     assert figures["gold"]["largest_token"] >= figures["gold"]["mean"]
+
+
+def categories_result():
+    """A result with held-out accuracy per category, as `make bench-learning` writes on BFCL rows, for the recipe,
+    the no-gold arm and the sft arm (which logs no reward or KL), two seeds each."""
+    result = fake_learning_result()
+
+    def point(step, simple, multiple, irrelevance):
+        return {"step": step, "train_seconds": 2.0 * step, "accuracy": (simple + multiple + irrelevance) / 3,
+                "mean_reward": 0.5, "by_category": {"simple_python": simple, "multiple": multiple,
+                                                    "irrelevance": irrelevance}, "calls": (simple + multiple) / 2}  # fmt: skip
+
+    warm = point(0, 0.2, 0.1, 0.5)
+    finals = {("adaptive", 0): (0.4, 0.3, 0.5), ("adaptive", 1): (0.3, 0.2, 0.6), ("sft", 0): (0.3, 0.1, 0.4),
+              ("sft", 1): (0.2, 0.2, 0.5)}  # fmt: skip
+    runs = []
+    for (arm, seed), scores in finals.items():
+        per_step = {"step": [1], "train_seconds": [2.0], "reward": [0.5] if arm != "sft" else [],
+                    "kl": [0.01] if arm != "sft" else [], "kl_coef": [0.02] if arm != "sft" else []}  # fmt: skip
+        runs.append({"arm": arm, "seed": seed, "train_seconds": 20.0, "per_step": per_step,
+                     "held_out": [warm, point(10, *scores)]})  # fmt: skip
+    return {**result, "arms": ["adaptive", "sft"], "runs": runs, "warm_start": {"seconds": 1.0, **warm}}
+
+
+def test_learning_summary_per_category_and_the_call_categories_gain(tmp_path, capsys):
+    learning = learning_module()
+    result = categories_result()
+    summary = {row["arm"]: row for row in learning.summary_table(result)}
+    assert summary["adaptive"]["by_category"]["simple_python"] == pytest.approx([0.35, 0.3, 0.4])
+    assert summary["adaptive"]["calls"] == pytest.approx([0.3, 0.25, 0.35])
+    assert summary["adaptive"]["calls_gain"] == pytest.approx([0.15, 0.1, 0.2])  # from the warm start's 0.15
+    assert summary["sft"]["calls_gain"] == pytest.approx([0.05, 0.05, 0.05])
+    assert summary["sft"]["final_kl"] is None and summary["sft"]["final_kl_coef"] is None
+    result["summary"] = list(summary.values())
+    learning.print_summary(result)
+    table = {}
+    for line in capsys.readouterr().out.splitlines():
+        if line.strip():
+            table.setdefault(line.split()[0], line)  # the first table is the one per category
+    assert table["warm"].split()[2:] == ["20.0", "10.0", "50.0", "15.0"]
+    assert table["adaptive"].split()[1:3] == ["35.0", "(30.0-40.0)"]
+    path = learning.plot(result, tmp_path / "learning.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_sft_arm_runs_after_the_grpo_arms_for_the_seconds_of_its_seeds_adaptive_run(
+    tiny_model_dir, monkeypatch, tmp_path
+):
+    learning = learning_module()
+    phases = []
+
+    def map_runs(arguments, jobs, threads):
+        phases.append([(args[3], args[4], args[-1]) for args in arguments])
+        for args in arguments:
+            yield {"arm": args[3], "seed": args[4], "steps": 1, "train_seconds": 10.0 + args[4], "held_out": [
+                {"step": 1, "train_seconds": 1.0, "accuracy": 0.0, "mean_reward": 0.0}]}  # fmt: skip
+
+    monkeypatch.setattr(learning, "warm_start_once", lambda *args: (tiny_model_dir, 1.0))
+    monkeypatch.setattr(learning, "held_out_scores", lambda *args: {"accuracy": 0.0, "mean_reward": 0.0})
+    monkeypatch.setattr(learning, "_map_runs", map_runs)
+    learning.run(seeds=(0, 1), arms=("sft", "adaptive", "no-gold"), work_dir=tmp_path, threads=None, progress=False)
+    assert phases == [
+        [("adaptive", 0, None), ("no-gold", 0, None), ("adaptive", 1, None), ("no-gold", 1, None)],
+        [("sft", 0, 10.0), ("sft", 1, 11.0)],
+    ]
+    with pytest.raises(ValueError, match="the sft arm trains for as long as the adaptive arm"):
+        learning.run(seeds=(0,), arms=("sft",), work_dir=tmp_path, threads=None, progress=False)
+
+
+def test_the_sft_arm_stops_at_the_first_step_past_its_seconds(tiny_model_dir, call_and_no_call_rows, tmp_path):
+    """Supervised fine-tuning from the warm start on the GRPO rows' gold turns, stopped by its time budget: with no
+    seconds to spend it takes exactly one step, and it is evaluated on the held-out rows."""
+    learning = learning_module()
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        "\n".join(
+            [
+                f"model_name_or_path: {tiny_model_dir}",
+                "use_peft: true",
+                "lora_r: 4",
+                "lora_target_modules: all-linear",
+                "dataset_name: unused.jsonl",
+                "eval_scorer: exact",
+                "warmup_sft_batch_size: 1",
+                "use_cpu: true",
+                "report_to: none",
+                "max_completion_length: 8",
+            ]
+        )
+        + "\n"
+    )
+    rows = {"train": call_and_no_call_rows * 2, "eval": call_and_no_call_rows}
+    result = learning.run_sft(str(recipe), [], tiny_model_dir, 0, 0.0, tmp_path, rows)
+    assert result["arm"] == "sft" and result["steps"] == 1 and result["epochs"] == pytest.approx(0.25)
+    (point,) = result["held_out"]
+    assert set(point["by_category"]) == {"simple", "irrelevance"} and point["calls"] is not None

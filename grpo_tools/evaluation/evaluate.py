@@ -124,7 +124,7 @@ def evaluate_model(
 ) -> dict[str, Any]:
     """Generate for every row (unless `completions` are given, `num_samples` per row, grouped by row), score, and
     write into `output_dir`: `<label>_data.jsonl` (the rows), `<label>_predictions.jsonl` (the first completion of each
-    row, in the layout `grpo-tools score` reads), `<label>_samples.jsonl` when sampling several, and
+    row, in the layout `grpo-tools score` reads), `<label>_rows.jsonl` (its verdict per row, as `score --per-row`), `<label>_samples.jsonl` when sampling several, and
     `<label>_report.json`; return the report.
 
     The report is `score`'s for the predictions file, plus `rewards` (the mean of every reward), `arguments` (per
@@ -159,7 +159,8 @@ def evaluate_model(
         ),
         encoding="utf-8",
     )
-    report, _ = score_files(data_path, predictions_path, scorer, workers=1, progress=False)
+    per_row = output_dir / f"{label}_rows.jsonl"
+    report, _ = score_files(data_path, predictions_path, scorer, workers=1, per_row=per_row, progress=False)
     golds = _golds(rows)
     report["rewards"] = _reward_means(golds, [texts[0] for texts in samples])
     report["arguments"] = _argument_summary(golds, [texts[0] for texts in samples])

@@ -18,8 +18,10 @@ JavaScript in too), and an overall covers the categories that have rows.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from grpo_tools.data.rows import DataError, JsonlWriter, check_rows, read_jsonl
@@ -27,13 +29,19 @@ from grpo_tools.data.rows import DataError, JsonlWriter, check_rows, read_jsonl
 
 __all__ = [
     "BFCL_COLUMNS",
+    "PUBLISHED",
+    "PUBLISHED_SOURCE",
     "Column",
     "Tally",
+    "bfcl_summary",
+    "format_summary",
     "format_table",
+    "is_bfcl",
     "leaderboard_cells",
     "main",
     "select_rows",
     "source_category",
+    "tally_file",
     "tally_verdicts",
 ]
 
@@ -67,6 +75,16 @@ BFCL_COLUMNS: list[Column] = [
 ]
 CATEGORIES = tuple(column.categories[0] for column in BFCL_COLUMNS if column.combine is None)
 MISSING = "–"  # a figure with no rows behind it
+
+# Published BFCL v4 figures (%) of small models, for scale beside ours. The leaderboard's `simple` averages Python,
+# Java and JavaScript; ours is simple_python only.
+PUBLISHED_SOURCE = "BFCL v4 leaderboard (gorilla.cs.berkeley.edu/leaderboard.html), as of 2026-04-12"
+PUBLISHED = {
+    "Llama-3.2-1B-Instruct (FC)": {"simple": 44.0, "multiple": 50.5, "irrelevance": 51.6},
+    "Granite-4.0-350m": {"simple": 61.7, "multiple": 84.5, "irrelevance": 60.8},
+    "Hammer2.1-0.5b": {"simple": 62.4, "multiple": 81.0, "irrelevance": 80.8},
+    "Qwen3-0.6B": {"simple": 64.2, "multiple": 86.0, "irrelevance": 80.8},
+}
 
 
 @dataclass(frozen=True)
@@ -120,6 +138,62 @@ def tally_verdicts(verdicts: list[dict[str, Any]]) -> dict[str, Tally]:
     return {category: Tally(rows, correct) for category, (rows, correct) in counts.items()}
 
 
+def is_bfcl(rows: list[dict[str, Any]]) -> bool:
+    """Whether every row carries a BFCL id that names one of BFCL's AST categories."""
+    try:
+        return bool(rows) and all(source_category(row.get("id")) for row in rows)
+    except ValueError:
+        return False
+
+
+def bfcl_summary(before: dict[str, Tally], after: dict[str, Tally]) -> dict[str, Any]:
+    """`bfcl_summary.json`: rows and accuracy (a fraction) before and after, per BFCL category."""
+    if {category: tally.rows for category, tally in before.items()} != {c: t.rows for c, t in after.items()}:
+        raise ValueError("before and after cover different rows")
+    return {
+        "categories": {
+            category: {
+                "rows": tally.rows,
+                "before": tally.correct / tally.rows,
+                "after": after[category].correct / tally.rows,
+            }
+            for category, tally in before.items()
+        }
+    }
+
+
+def format_summary(summary: dict[str, Any], published: bool = False) -> str:
+    """`bfcl_summary`'s figures as a plain table in %, the mean of the call categories (every one but the
+    irrelevance ones) under `calls`, and with `published` the rows of `PUBLISHED` below ours."""
+    categories = summary["categories"]
+    names = list(categories)
+    calls = [name for name in names if "irrelevance" not in name]
+    heads = [*names, "calls"] if calls else names
+    width = max(8, *map(len, heads))
+    label_width = max(len("after GRPO"), *(map(len, PUBLISHED) if published else []))
+
+    def line(label: str, values: list[float | None]) -> str:
+        cells = (MISSING if value is None else f"{value:.1f}" for value in values)
+        return label.ljust(label_width) + "".join(f"  {cell:>{width}}" for cell in cells)
+
+    def figures(key: str) -> list[float | None]:
+        values = [100 * categories[name][key] for name in names]
+        return values + ([sum(100 * categories[name][key] for name in calls) / len(calls)] if calls else [])
+
+    lines = [" " * label_width + "".join(f"  {head:>{width}}" for head in heads)]
+    lines += [line("warm start", figures("before")), line("after GRPO", figures("after"))]
+    lines.append(line("change", [a - b for a, b in zip(figures("after"), figures("before"), strict=True)]))
+    lines.append("rows".ljust(label_width) + "".join(f"  {categories[name]['rows']:>{width}}" for name in names))
+    if published:
+        lines.append(f"published ({PUBLISHED_SOURCE}; their simple averages Python, Java and JavaScript):")
+        leaderboard_names = {"simple_python": "simple", "multiple": "multiple", "irrelevance": "irrelevance"}
+        for model, row in PUBLISHED.items():
+            values = [row.get(leaderboard_names.get(name, name)) for name in names]
+            known = [value for name, value in zip(names, values, strict=True) if name in calls and value is not None]
+            lines.append(line(model, values + ([sum(known) / len(known)] if calls and known else [])))
+    return "\n".join(line.rstrip() for line in lines)
+
+
 def _figure(tallies: dict[str, Tally], column: Column) -> tuple[float | None, int]:
     """A column's accuracy (None without rows) and the rows behind it."""
     present = [tallies[category] for category in column.categories if tallies.get(category, Tally(0, 0)).rows]
@@ -168,7 +242,7 @@ def format_table(runs: dict[str, dict[str, Tally]]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _read(path: str) -> list[dict[str, Any]]:
+def _read(path: str | Path) -> list[dict[str, Any]]:
     rows = []
     for number, row in read_jsonl(path):
         if isinstance(row, DataError):
@@ -177,7 +251,8 @@ def _read(path: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _tally_file(path: str) -> dict[str, Tally]:
+def tally_file(path: str | Path) -> dict[str, Tally]:
+    """`tally_verdicts` of a `score --per-row` file; `DataError` names the file and row of a bad line."""
     verdicts = _read(path)
     for number, verdict in enumerate(verdicts, start=1):
         if "id" not in verdict or "correct" not in verdict:
@@ -207,9 +282,15 @@ def _select_main(args: argparse.Namespace) -> int:
 
 
 def _table_main(args: argparse.Namespace) -> int:
-    runs = {"before": _tally_file(args.before), "after": _tally_file(args.after)}
+    runs = {"before": tally_file(args.before), "after": tally_file(args.after)}
     print(f"BFCL AST accuracy (%, tool_bfcl): before = {args.before}, after = {args.after}")
-    print(format_table(runs))
+    if args.summary:
+        summary = bfcl_summary(runs["before"], runs["after"])
+        Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        print(format_summary(summary, published=True))
+        print(f"wrote {args.summary}")
+    else:
+        print(format_table(runs))
     return 0
 
 
@@ -227,6 +308,11 @@ def main(argv: list[str] | None = None) -> int:
     table = commands.add_parser("table", help="the leaderboard table from two `grpo-tools score --per-row` files")
     table.add_argument("before", help="per-row verdicts before GRPO")
     table.add_argument("after", help="per-row verdicts after GRPO")
+    table.add_argument(
+        "--summary",
+        help="write bfcl_summary.json here and print accuracy per category beside published small models, instead of "
+        "the leaderboard's columns",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "select" and args.rows < 1:
         parser.error(f"--rows must be at least 1, got {args.rows}")

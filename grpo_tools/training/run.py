@@ -338,6 +338,23 @@ def _compare(before: dict[str, Any], after: dict[str, Any], output_dir: str) -> 
     plot_accuracy_by_category(reports, Path(output_dir, "accuracy_by_category.png"))
     summary = {"before": before["accuracy"], "after": after["accuracy"], "scorer": after["scorer"]}
     Path(output_dir, "eval_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    _bfcl_summary(output_dir)
+
+
+def _bfcl_summary(output_dir: str) -> None:
+    """On BFCL rows (every id names a BFCL category), `bfcl_summary.json` and its table: accuracy per BFCL category
+    before and after, as BFCL's own checker gives it."""
+    from grpo_tools.evaluation.leaderboard import bfcl_summary, format_summary, is_bfcl, tally_file
+
+    rows = [json.loads(line) for line in Path(output_dir, "before_rows.jsonl").read_text().splitlines()]
+    if not is_bfcl(rows):
+        return
+    summary = bfcl_summary(
+        tally_file(Path(output_dir, "before_rows.jsonl")), tally_file(Path(output_dir, "after_rows.jsonl"))
+    )
+    Path(output_dir, "bfcl_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"BFCL accuracy (%, BFCL's own rules), warm start and after GRPO; {output_dir}/bfcl_summary.json")
+    print(format_summary(summary))
 
 
 def _plot_curves(output_dir: str) -> None:

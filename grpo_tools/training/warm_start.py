@@ -18,7 +18,7 @@ from grpo_tools.tools.trajectories import sft_example
 from grpo_tools.training.configs import ConfigError
 
 
-__all__ = ["sft_dataset", "warm_start", "warm_started_model"]
+__all__ = ["sft_dataset", "sft_trainer", "train_sft", "warm_start", "warm_started_model"]
 
 
 def sft_dataset(rows: list[dict[str, Any]], tokenizer: Any) -> Any:
@@ -34,6 +34,58 @@ def sft_dataset(rows: list[dict[str, Any]], tokenizer: Any) -> Any:
     )
 
 
+def sft_trainer(
+    model_path: str,
+    tokenizer: Any,
+    rows: list[dict],
+    script_args: Any,
+    training_args: Any,
+    output_dir: str,
+    model_args: Any = None,
+    callbacks: list[Any] | None = None,
+    **config: Any,
+) -> Any:
+    """trl's `SFTTrainer` on the rows' gold turns with the recipe's `warmup_sft_*` settings (`config` overrides any
+    `SFTConfig` field), with a LoRA adapter from `model_args` when `warmup_sft_peft` is set."""
+    from trl import SFTConfig, SFTTrainer, get_peft_config
+
+    settings = {
+        "output_dir": output_dir,
+        "num_train_epochs": script_args.warmup_sft_epochs,
+        "learning_rate": script_args.warmup_sft_learning_rate,
+        "per_device_train_batch_size": script_args.warmup_sft_batch_size,
+        "lr_scheduler_type": "cosine",
+        "warmup_steps": 0.05,
+        "logging_steps": max(training_args.logging_steps, 1),
+        "save_strategy": "no",
+        "report_to": [],
+        "seed": training_args.seed,
+        "bf16": training_args.bf16,
+        "use_cpu": training_args.use_cpu,
+        "completion_only_loss": True,
+        "disable_tqdm": training_args.disable_tqdm,
+    }
+    peft_config = None
+    if script_args.warmup_sft_peft:
+        if model_args is None or not model_args.use_peft:
+            raise ConfigError("warmup_sft_peft needs the LoRA settings of the recipe: set use_peft: true")
+        peft_config = get_peft_config(model_args)
+    return SFTTrainer(
+        model=model_path,
+        args=SFTConfig(**{**settings, **config}),
+        train_dataset=sft_dataset(rows, tokenizer),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=callbacks,
+    )
+
+
+def train_sft(trainer: Any) -> None:
+    """Train an `sft_trainer`, projecting only the labelled positions onto the vocabulary on the CPU too."""
+    with _labelled_positions_only_on_cpu():
+        trainer.train()
+
+
 def warm_start(
     model_path: str,
     tokenizer: Any,
@@ -47,39 +99,9 @@ def warm_start(
     returns the folder of the warmed-up model. With `warmup_sft_peft`, a LoRA adapter built from `model_args` is
     trained and merged into the weights, so the folder holds a plain model either way, and the adapter is kept in its
     `lora/` subfolder."""
-    from trl import SFTConfig, SFTTrainer, get_peft_config
-
-    config = SFTConfig(
-        output_dir=output_dir,
-        num_train_epochs=script_args.warmup_sft_epochs,
-        learning_rate=script_args.warmup_sft_learning_rate,
-        per_device_train_batch_size=script_args.warmup_sft_batch_size,
-        lr_scheduler_type="cosine",
-        warmup_steps=0.05,
-        logging_steps=max(training_args.logging_steps, 1),
-        save_strategy="no",
-        report_to=[],
-        seed=training_args.seed,
-        bf16=training_args.bf16,
-        use_cpu=training_args.use_cpu,
-        completion_only_loss=True,
-        disable_tqdm=training_args.disable_tqdm,
-    )
-    peft_config = None
+    trainer = sft_trainer(model_path, tokenizer, rows, script_args, training_args, output_dir, model_args)
+    train_sft(trainer)
     if script_args.warmup_sft_peft:
-        if model_args is None or not model_args.use_peft:
-            raise ConfigError("warmup_sft_peft needs the LoRA settings of the recipe: set use_peft: true")
-        peft_config = get_peft_config(model_args)
-    trainer = SFTTrainer(
-        model=model_path,
-        args=config,
-        train_dataset=sft_dataset(rows, tokenizer),
-        processing_class=tokenizer,
-        peft_config=peft_config,
-    )
-    with _labelled_positions_only_on_cpu():
-        trainer.train()
-    if peft_config is not None:
         model = trainer.accelerator.unwrap_model(trainer.model)
         # The adapter itself too, in a subfolder the model loaders pass over: the run stacks it with GRPO's adapter
         # into one on the base model (`grpo_tools.models.adapters`).

@@ -179,3 +179,47 @@ def test_bad_input_gets_one_message_and_exit_2(tmp_path, capsys, argv, message):
     err = capsys.readouterr().err
     assert code == 2
     assert message in err and "Traceback" not in err
+
+
+def test_summary_gives_fractions_per_category_and_the_mean_of_the_call_categories(tmp_path, capsys):
+    verdicts = {
+        "before": [
+            ("simple_python_0", True),
+            ("simple_python_1", False),
+            ("multiple_0", False),
+            ("irrelevance_0", True),
+        ],
+        "after": [
+            ("simple_python_0", True),
+            ("simple_python_1", True),
+            ("multiple_0", True),
+            ("irrelevance_0", False),
+        ],
+    }
+    paths = [
+        write_lines(tmp_path / f"{label}.jsonl", [{"id": i, "correct": correct} for i, correct in rows])
+        for label, rows in verdicts.items()
+    ]
+    summary_path = tmp_path / "bfcl_summary.json"
+    assert main(["table", *map(str, paths), "--summary", str(summary_path)]) == 0
+    summary = json.loads(summary_path.read_text())
+    assert summary == {
+        "categories": {
+            "simple_python": {"rows": 2, "before": 0.5, "after": 1.0},
+            "multiple": {"rows": 1, "before": 0.0, "after": 1.0},
+            "irrelevance": {"rows": 1, "before": 1.0, "after": 0.0},
+        }
+    }
+    out = capsys.readouterr().out
+    lines = {line.split("  ")[0].strip(): line.split() for line in out.splitlines()}
+    # simple_python, multiple, irrelevance, then the mean of simple_python and multiple
+    assert lines["warm start"][-4:] == ["50.0", "0.0", "100.0", "25.0"]
+    assert lines["after GRPO"][-4:] == ["100.0", "100.0", "0.0", "100.0"]
+    assert lines["change"][-4:] == ["50.0", "100.0", "-100.0", "75.0"]
+    assert "Llama-3.2-1B-Instruct (FC)" in out and "44.0" in out  # published figures beside ours
+
+
+def test_is_bfcl_tells_bfcl_rows_from_others():
+    assert grpo_tools.evaluation.leaderboard.is_bfcl([{"id": "multiple_3"}, {"id": "irrelevance_0"}])
+    assert not grpo_tools.evaluation.leaderboard.is_bfcl([{"id": "multiple_3"}, {"id": "weather-0007"}])
+    assert not grpo_tools.evaluation.leaderboard.is_bfcl([])

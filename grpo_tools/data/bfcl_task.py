@@ -1,0 +1,216 @@
+"""The BFCL task: training rows from BFCL's live categories, held-out rows from its non-live ones.
+
+`python -m grpo_tools.data.bfcl_task --tokenizer outputs/smollm2-135m --out outputs/bfcl-task` reads the question and
+possible-answer files that the installed bfcl-eval wheel ships (Apache-2.0) and writes, deterministically:
+
+- `warmup.jsonl`, `train.jsonl`, `dev.jsonl`: disjoint splits of live_simple, live_multiple and live_irrelevance
+  (user-contributed queries against real APIs), for the supervised warm start, GRPO and choosing settings;
+- `eval.jsonl`: an evenly spaced sample of the held-out non-live categories simple_python, multiple and irrelevance
+  (the same number of rows from each), and `eval_full.jsonl`: all their rows;
+- `manifest.json`: what each split holds by category and what was dropped, and why.
+
+A live row is dropped when it shares a function name or a question with any non-live AST row (so nothing held out is
+seen in training), when its rendered prompt is longer than `--max-prompt-tokens`, or when its gold turn is longer
+than `--max-completion-tokens` (a model limited to that many new tokens could never write it).
+Gold turns give only what BFCL requires: a parameter whose acceptable values include "" (may be left out) is left
+out, so the warm start does not teach the model to invent values the user never gave (data/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from grpo_tools.data.converters import bfcl_category, bfcl_files, convert_rows, load_ground_truth, read_source
+from grpo_tools.data.rows import DataError, check_rows, write_jsonl
+
+
+__all__ = [
+    "DEFAULT_SIZES",
+    "HELD_OUT",
+    "NON_LIVE",
+    "TRAIN_SOURCES",
+    "build_task",
+    "load_category",
+    "main",
+    "minimal_answers",
+    "spread",
+]
+
+# Where training rows come from, and what is held out (the rows `make train` reports on).
+TRAIN_SOURCES = ("live_simple", "live_multiple", "live_irrelevance")
+HELD_OUT = ("simple_python", "multiple", "irrelevance")
+# Every non-live AST category: a live row that shares a function name or a question with any of them is dropped.
+NON_LIVE = (
+    "simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple", "irrelevance",
+)  # fmt: skip
+# Rows drawn from each live category into each split, in this order. dev comes first, so that a bigger warm start or
+# GRPO split never changes the rows settings are chosen on; the warm start takes what is left (10_000: all of it).
+DEFAULT_SIZES = {
+    "dev": {"live_simple": 40, "live_multiple": 40, "live_irrelevance": 40},
+    "train": {"live_simple": 60, "live_multiple": 150, "live_irrelevance": 30},
+    "warmup": {"live_simple": 10_000, "live_multiple": 120, "live_irrelevance": 80},
+}
+
+
+def load_category(category: str) -> list[dict[str, Any]]:
+    """One BFCL category of the installed bfcl-eval as canonical rows; `DataError` if any row fails to convert."""
+    questions, answers = bfcl_files(category)
+    ground_truth = load_ground_truth(answers) if answers else None
+    result = convert_rows("bfcl", read_source(questions), ground_truth=ground_truth, category=bfcl_category(questions))
+    if result.failures:
+        failure = result.failures[0]
+        raise DataError(f"{questions}: row {failure.row}: {failure.reason} ({len(result.failures)} rows failed)")
+    return result.rows
+
+
+def minimal_answers(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The row's gold calls with every parameter that BFCL lets be left out (`""` among its acceptable values)
+    left out: the shortest right answer."""
+    calls = []
+    for call, possible in zip(row["answers"], row.get("possible_answers") or [{}] * len(row["answers"]), strict=True):
+        acceptable = possible.get(call["name"], {})
+        arguments = {
+            name: value
+            for name, value in call["arguments"].items()
+            if not any(isinstance(option, str) and option == "" for option in acceptable.get(name, []))
+        }
+        calls.append({"name": call["name"], "arguments": arguments})
+    return calls
+
+
+def _fold(messages: list[dict[str, Any]]) -> str:
+    """The user turns of a conversation, case and spacing folded, to compare questions across categories."""
+    text = " ".join(str(message.get("content", "")) for message in messages if message.get("role") == "user")
+    return " ".join(text.casefold().split())
+
+
+def _names(row: dict[str, Any]) -> set[str]:
+    return {tool["function"]["name"] for tool in row["tools"]}
+
+
+def _non_live_names_and_questions() -> tuple[set[str], set[str]]:
+    """Every function name and folded question of the non-live AST categories, read from BFCL's question files as they
+    stand (a row our converter would refuse still counts)."""
+    names, questions = set(), set()
+    for category in NON_LIVE:
+        path, _ = bfcl_files(category)
+        for number, row in read_source(path):
+            if isinstance(row, DataError):
+                raise DataError(f"{path}: row {number}: {row}")
+            names |= {function["name"] for function in row.get("function", []) if isinstance(function, dict)}
+            for turn in row.get("question", []):
+                questions.add(_fold(turn if isinstance(turn, list) else [{"role": "user", "content": turn}]))
+    return names, questions
+
+
+def spread(rows: list[dict[str, Any]], count: int) -> list[dict[str, Any]]:
+    """`count` rows evenly spaced over `rows` (all of them when there are fewer)."""
+    if count >= len(rows):
+        return list(rows)
+    return [rows[index * len(rows) // count] for index in range(count)]
+
+
+def build_task(
+    tokenizer: Any,
+    sizes: dict[str, dict[str, int]],
+    max_prompt_tokens: int,
+    max_completion_tokens: int,
+    eval_rows: int,
+    seed: int = 0,
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
+    """The task's splits (`sizes[split][category]` rows drawn from each live category, in the order of `sizes`, after
+    a seeded shuffle; a split asking for more rows than are left gets what is left) and its manifest."""
+    from grpo_tools.data.prompts import gold_completion, render_prompt
+
+    held_out = {category: load_category(category) for category in HELD_OUT}
+    names, questions = _non_live_names_and_questions()
+    splits: dict[str, list[dict[str, Any]]] = {split: [] for split in sizes}
+    dropped: dict[str, Counter] = {}
+    kept_counts = {}
+    for category in TRAIN_SOURCES:
+        kept, reasons = [], Counter()
+        for row in load_category(category):
+            row = {**row, "answers": minimal_answers(row)}
+            if _names(row) & names:
+                reasons["shares a function name with a non-live row"] += 1
+            elif _fold(row["messages"]) in questions:
+                reasons["shares its question with a non-live row"] += 1
+            elif len(tokenizer(render_prompt(tokenizer, row)).input_ids) > max_prompt_tokens:
+                reasons[f"prompt over {max_prompt_tokens} tokens"] += 1
+            elif len(tokenizer(gold_completion(tokenizer, row)).input_ids) > max_completion_tokens:
+                reasons[f"gold turn over {max_completion_tokens} tokens"] += 1
+            elif check_rows([row]):
+                reasons["rejected by check-data"] += 1
+            else:
+                kept.append(row)
+        random.Random(f"{seed}-{category}").shuffle(kept)
+        kept_counts[category] = len(kept)
+        start = 0
+        for split, wanted in sizes.items():
+            take = kept[start : start + wanted.get(category, 0)]
+            splits[split] += take
+            start += len(take)
+        reasons["not drawn into any split"] = len(kept) - start
+        dropped[category] = reasons
+    splits["eval"] = [row for category in HELD_OUT for row in spread(held_out[category], eval_rows)]
+    splits["eval_full"] = [row for category in HELD_OUT for row in held_out[category]]
+    manifest = {
+        "source": "bfcl-eval (Apache-2.0), BFCL v4 question and possible-answer files",
+        "max_prompt_tokens": max_prompt_tokens,
+        "max_completion_tokens": max_completion_tokens,
+        "seed": seed,
+        "kept": kept_counts,
+        "dropped": {category: dict(reasons) for category, reasons in dropped.items()},
+        "splits": {
+            split: dict(Counter(str(row["id"]).rsplit("_", 1)[0] for row in rows)) for split, rows in splits.items()
+        },
+    }
+    return splits, manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m grpo_tools.data.bfcl_task --tokenizer MODEL --out FOLDER`; exit 2 with one message on bad input."""
+    parser = argparse.ArgumentParser(
+        prog="python -m grpo_tools.data.bfcl_task",
+        description="Build the BFCL task from the installed bfcl-eval: warm-start, GRPO and dev splits from the live "
+        "categories, held-out rows from the non-live ones.",
+    )
+    parser.add_argument("--tokenizer", required=True, help="model folder whose chat template renders the prompts")
+    parser.add_argument("--out", required=True, help="folder to write the splits and manifest.json into")
+    parser.add_argument(
+        "--max-prompt-tokens", type=int, default=192, help="longest rendered prompt kept (%(default)s)"
+    )
+    parser.add_argument(
+        "--max-completion-tokens", type=int, default=96, help="longest gold turn kept (%(default)s tokens)"
+    )
+    parser.add_argument("--eval-rows", type=int, default=80, help="rows of each held-out category in eval.jsonl")
+    parser.add_argument("--seed", type=int, default=0, help="the shuffle of each live category (%(default)s)")
+    args = parser.parse_args(argv)
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+        splits, manifest = build_task(
+            tokenizer, DEFAULT_SIZES, args.max_prompt_tokens, args.max_completion_tokens, args.eval_rows, args.seed
+        )
+    except (DataError, OSError) as error:
+        print(f"{parser.prog}: {error}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for split, rows in splits.items():
+        write_jsonl(out / f"{split}.jsonl", rows)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    for split, counts in manifest["splits"].items():
+        print(f"{out / split}.jsonl: {sum(counts.values())} rows ({', '.join(f'{k} {v}' for k, v in counts.items())})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The BFCL task (`grpo_tools.data.bfcl_task`), built from the installed bfcl-eval: no training row shares a function
+name or a question with a non-live row, the splits are disjoint and the size asked for, the prompt and gold-turn
+limits hold, the held-out sample is spread evenly over each category, gold turns leave out what BFCL lets be left
+out, and the command writes the same files every time."""
+
+import pytest
+
+from grpo_tools.data import bfcl_task
+from grpo_tools.data.bfcl_task import HELD_OUT, build_task, load_category, minimal_answers, spread
+from grpo_tools.data.prompts import gold_completion, load_rows, render_prompt
+from grpo_tools.rewards import make_gold, score_completion
+
+
+SIZES = {
+    "dev": {"live_simple": 5, "live_multiple": 5, "live_irrelevance": 5},
+    "train": {"live_simple": 10, "live_multiple": 20, "live_irrelevance": 10},
+    "warmup": {"live_simple": 20, "live_multiple": 10_000, "live_irrelevance": 20},
+}
+MAX_PROMPT, MAX_COMPLETION = 400, 160
+
+
+@pytest.fixture(scope="module")
+def task(tokenizer):
+    return build_task(tokenizer, SIZES, MAX_PROMPT, MAX_COMPLETION, eval_rows=12, seed=0)
+
+
+def _question(row):
+    return " ".join(" ".join(m["content"] for m in row["messages"] if m["role"] == "user").casefold().split())
+
+
+def test_no_training_row_shares_a_function_name_or_question_with_a_non_live_row(task):
+    splits, _ = task
+    names, questions = bfcl_task._non_live_names_and_questions()
+    for split in ("dev", "train", "warmup"):
+        for row in splits[split]:
+            assert not {tool["function"]["name"] for tool in row["tools"]} & names, row["id"]
+            assert _question(row) not in questions, row["id"]
+
+
+def test_splits_are_disjoint_live_rows_of_the_sizes_asked(task):
+    splits, manifest = task
+    ids = {split: {row["id"] for row in splits[split]} for split in ("dev", "train", "warmup")}
+    assert not ids["dev"] & ids["train"] and not ids["dev"] & ids["warmup"] and not ids["train"] & ids["warmup"]
+    assert manifest["splits"]["dev"] == SIZES["dev"]
+    assert manifest["splits"]["train"] == SIZES["train"]
+    # The warm start takes what is left of live_multiple: every kept row is in some split or counted as not drawn.
+    for category, kept in manifest["kept"].items():
+        drawn = sum(manifest["splits"][split].get(category, 0) for split in ("dev", "train", "warmup"))
+        assert drawn + manifest["dropped"][category]["not drawn into any split"] == kept
+    assert manifest["splits"]["warmup"]["live_multiple"] == manifest["kept"]["live_multiple"] - 25
+
+
+def test_length_limits_hold(task, tokenizer):
+    splits, manifest = task
+    for row in splits["train"] + splits["warmup"]:
+        assert len(tokenizer(render_prompt(tokenizer, row)).input_ids) <= MAX_PROMPT
+        assert len(tokenizer(gold_completion(tokenizer, row)).input_ids) <= MAX_COMPLETION
+    assert manifest["dropped"]["live_multiple"][f"prompt over {MAX_PROMPT} tokens"] > 0
+
+
+def test_held_out_sample_spreads_each_category_evenly(task):
+    splits, manifest = task
+    assert manifest["splits"]["eval"] == dict.fromkeys(HELD_OUT, 12)
+    assert manifest["splits"]["eval_full"] == {"simple_python": 400, "multiple": 200, "irrelevance": 240}
+    simple = [row["id"] for row in splits["eval"] if row["id"].startswith("simple_python")]
+    assert simple == [f"simple_python_{index * 400 // 12}" for index in range(12)]
+
+
+def test_every_gold_turn_is_right_by_bfcl_and_leaves_out_what_may_be_left_out(task, tokenizer):
+    splits, _ = task
+    for row in splits["train"] + splits["warmup"]:
+        for call, possible in zip(row["answers"], row.get("possible_answers") or [], strict=True):
+            acceptable = possible[call["name"]]
+            assert all("" not in acceptable[name] for name in call["arguments"]), row["id"]
+        gold = make_gold(row["tools"], row["answers"], row.get("possible_answers"))
+        assert score_completion("tool_bfcl", gold_completion(tokenizer, row), gold).score == 1.0, row["id"]
+
+
+def test_minimal_answers_keeps_required_and_drops_optional_parameters():
+    row = {
+        "answers": [{"name": "area", "arguments": {"base": 10, "unit": "units"}}],
+        "possible_answers": [{"area": {"base": [10], "unit": ["units", ""]}}],
+    }
+    assert minimal_answers(row) == [{"name": "area", "arguments": {"base": 10}}]
+
+
+def test_spread_takes_evenly_spaced_rows():
+    assert spread(list(range(10)), 3) == [0, 3, 6]
+    assert spread([1, 2], 5) == [1, 2]
+
+
+def test_the_command_writes_the_same_splits_every_time(task, tiny_model_dir, tmp_path, monkeypatch, capsys):
+    sizes = {"dev": {"live_simple": 2}, "train": {"live_multiple": 3}, "warmup": {"live_irrelevance": 4}}
+    monkeypatch.setattr(bfcl_task, "DEFAULT_SIZES", sizes)
+    arguments = ["--tokenizer", tiny_model_dir, "--max-prompt-tokens", "400", "--max-completion-tokens", "160"]
+    assert bfcl_task.main([*arguments, "--out", str(tmp_path / "a")]) == 0
+    assert bfcl_task.main([*arguments, "--out", str(tmp_path / "b")]) == 0
+    for name in ("dev", "train", "warmup", "eval", "eval_full", "manifest"):
+        suffix = ".json" if name == "manifest" else ".jsonl"
+        assert (tmp_path / "a" / f"{name}{suffix}").read_bytes() == (tmp_path / "b" / f"{name}{suffix}").read_bytes()
+    assert len(load_rows(tmp_path / "a" / "warmup.jsonl")) == 4  # and every row passes check-data
+    assert "train.jsonl: 3 rows (live_multiple 3)" in capsys.readouterr().out
+
+
+def test_an_unknown_category_is_one_clear_error():
+    with pytest.raises(bfcl_task.DataError, match="no such BFCL category"):
+        load_category("no_such_category")
+
+
+def test_a_missing_tokenizer_folder_exits_2_with_one_message(tmp_path, capsys):
+    assert bfcl_task.main(["--tokenizer", str(tmp_path / "nothing"), "--out", str(tmp_path / "out")]) == 2
+    assert "python -m grpo_tools.data.bfcl_task:" in capsys.readouterr().err
