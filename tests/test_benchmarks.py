@@ -501,10 +501,9 @@ def test_learning_summary_per_category_and_the_call_categories_gain(tmp_path, ca
     assert summary["sft"]["final_kl"] is None and summary["sft"]["final_kl_coef"] is None
     result["summary"] = list(summary.values())
     learning.print_summary(result)
-    table = {}
-    for line in capsys.readouterr().out.splitlines():
-        if line.strip():
-            table.setdefault(line.split()[0], line)  # the first table is the one per category
+    lines = capsys.readouterr().out.splitlines()
+    start = next(index for index, line in enumerate(lines) if line.startswith("held-out accuracy (%)"))
+    table = {line.split()[0]: line for line in lines[start + 1 : start + 4]}  # the table per category
     assert table["warm"].split()[2:] == ["20.0", "10.0", "50.0", "15.0"]
     assert table["adaptive"].split()[1:3] == ["35.0", "(30.0-40.0)"]
     path = learning.plot(result, tmp_path / "learning.png")
