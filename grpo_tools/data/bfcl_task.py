@@ -35,6 +35,7 @@ __all__ = [
     "HELD_OUT",
     "NON_LIVE",
     "TRAIN_SOURCES",
+    "api_group",
     "build_task",
     "load_category",
     "main",
@@ -116,6 +117,35 @@ def spread(rows: list[dict[str, Any]], count: int) -> list[dict[str, Any]]:
     return [rows[index * len(rows) // count] for index in range(count)]
 
 
+def api_group(row_id: str) -> str:
+    """The API a live row belongs to: BFCL numbers live rows `<category>_<index>-<function set>-<question>`, and rows
+    with the same function set ask the same API (`live_simple_193-116-1` -> `live_simple-116`)."""
+    category, _, number = row_id.rpartition("_")
+    parts = number.split("-")
+    return f"{category}-{parts[1]}" if len(parts) == 3 else row_id
+
+
+def _draw(rows: list[dict[str, Any]], wanted: dict[str, int], seed: str) -> dict[str, list[dict[str, Any]]]:
+    """`wanted[split]` rows for each split in turn, whole API groups at a time (in a seeded order), so that no API
+    is in two splits: dev then measures what GRPO does on APIs it never saw, as the held-out rows do. A split takes
+    groups until it has its rows, the last one cut short."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(api_group(str(row["id"])), []).append(row)
+    order = sorted(groups)
+    random.Random(seed).shuffle(order)
+    drawn: dict[str, list[dict[str, Any]]] = {split: [] for split in wanted}
+    splits = iter(wanted)
+    split = next(splits, None)
+    for name in order:
+        while split is not None and len(drawn[split]) >= wanted[split]:
+            split = next(splits, None)
+        if split is None:
+            break
+        drawn[split] += groups[name][: wanted[split] - len(drawn[split])]
+    return drawn
+
+
 def build_task(
     tokenizer: Any,
     sizes: dict[str, dict[str, int]],
@@ -125,7 +155,8 @@ def build_task(
     seed: int = 0,
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
     """The task's splits (`sizes[split][category]` rows drawn from each live category, in the order of `sizes`, after
-    a seeded shuffle; a split asking for more rows than are left gets what is left) and its manifest."""
+    a seeded shuffle of BFCL's API groups, `_draw`; a split asking for more rows than are left gets what is left)
+    and its manifest."""
     from grpo_tools.data.prompts import gold_completion, render_prompt
 
     held_out = {category: load_category(category) for category in HELD_OUT}
@@ -149,14 +180,11 @@ def build_task(
                 reasons["rejected by check-data"] += 1
             else:
                 kept.append(row)
-        random.Random(f"{seed}-{category}").shuffle(kept)
         kept_counts[category] = len(kept)
-        start = 0
-        for split, wanted in sizes.items():
-            take = kept[start : start + wanted.get(category, 0)]
-            splits[split] += take
-            start += len(take)
-        reasons["not drawn into any split"] = len(kept) - start
+        drawn = _draw(kept, {split: wanted.get(category, 0) for split, wanted in sizes.items()}, f"{seed}-{category}")
+        for split, rows in drawn.items():
+            splits[split] += rows
+        reasons["not drawn into any split"] = len(kept) - sum(map(len, drawn.values()))
         dropped[category] = reasons
     splits["eval"] = [row for category in HELD_OUT for row in spread(held_out[category], eval_rows)]
     splits["eval_full"] = [row for category in HELD_OUT for row in held_out[category]]

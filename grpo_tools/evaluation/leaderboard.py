@@ -170,7 +170,7 @@ def format_summary(summary: dict[str, Any], published: bool = False) -> str:
     calls = [name for name in names if "irrelevance" not in name]
     heads = [*names, "calls"] if calls else names
     width = max(8, *map(len, heads))
-    label_width = max(len("after GRPO"), *(map(len, PUBLISHED) if published else []))
+    label_width = max([len("after GRPO"), *(map(len, PUBLISHED) if published else [])])
 
     def line(label: str, values: list[float | None]) -> str:
         cells = (MISSING if value is None else f"{value:.1f}" for value in values)
