@@ -39,8 +39,8 @@ style: $(STAMP)
 	$(BIN)/ruff check --fix grpo_tools tests benchmarks
 	$(BIN)/ruff format grpo_tools tests benchmarks
 
-# Reward model, trainer overhead, memory, scoring at 200,000 and 1,000,000 rows, and tool_bfcl against BFCL's own
-# checker on BFCL's rows: under 15 minutes on 2 CPU cores.
+# Reward model, trainer overhead, memory, scoring at 200,000 and 1,000,000 rows, tool_bfcl against BFCL's own checker
+# on BFCL's rows, and the tiny model's build: under 15 minutes on 2 CPU cores.
 # Each prints its table and writes JSON to benchmarks/results/; `make -k bench` goes on past a missed target.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_rewards.py
@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_memory.py
 	$(BIN)/python benchmarks/bench_score.py --rows 200000 1000000
 	$(BIN)/python benchmarks/bench_bfcl.py
+	$(BIN)/python benchmarks/bench_tiny.py
 
 # SmolLM2-135M-Instruct, converted from its wheel once (about 30 s); each `make train` starts a fresh run. The tiny
 # offline model (for fast tests and `make train-tiny`) is rebuilt when its builder changes.

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_tools.data.rows import DataError, derive_category
-from grpo_tools.rewards import ERROR_KINDS, REWARDS, GoldError, make_gold
+from grpo_tools.rewards import ERROR_KINDS, REWARDS, GoldError, make_gold, score_completion
 
 
 __all__ = ["SCORERS", "DataIndex", "index_data", "main", "score_files"]
@@ -123,17 +123,13 @@ def _index_row(index: DataIndex, codes: dict[str, int], line: bytes, offset: int
 def _score_chunk(task: tuple[str, list[tuple[bytes, Any, str]]]) -> list[tuple[float, tuple[str, ...], str | None]]:
     """Score `(data line, completion, row label)` items under one reward; runs in worker processes."""
     reward, items = task
-    scorer = REWARDS[reward].scorer
-    from grpo_tools.rewards.calls import parse_tool_calls
-
     results = []
     for data_line, completion, label in items:
         row = json.loads(data_line)
         try:
-            verdict = scorer(
-                parse_tool_calls(completion),
-                make_gold(row["tools"], row["answers"], row.get("possible_answers"), label),
-            )
+            # The rewards' own path: the completion is read with the row's tools, which Qwen3-Coder's values need.
+            gold = make_gold(row["tools"], row["answers"], row.get("possible_answers"), label)
+            verdict = score_completion(reward, completion, gold)
         except GoldError as error:  # a tool list only this scorer reads (e.g. an invalid schema): report, score 0
             results.append((0.0, (), str(error)))
             continue

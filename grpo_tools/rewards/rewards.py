@@ -280,10 +280,7 @@ def _score_batch(
         # than hashing its columns again) reuses its gold.
         if row != last_row:
             gold, last_row = make_gold(*row, row=_row_name(i, ids)), row
-        parsed = parse_tool_calls(completion)
-        if parsed.format == "qwen3_coder":  # as `_parse`, inline: this loop runs once per completion
-            parsed = parse_tool_calls(completion, tools=gold.tool_list)
-        append(scorer(parsed, gold))
+        append(scorer(_parse(completion, gold), gold))
     log_metric = kwargs.get("log_metric")
     if log_metric is not None and verdicts:
         counts = Counter(kind for verdict in verdicts for kind in set(verdict.errors))

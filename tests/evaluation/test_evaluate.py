@@ -141,6 +141,30 @@ def test_report_counts_wrong_values_by_argument(eval_rows, tmp_path, capsys):
     assert f"{call['name']}.{first}" in out and f"1 / {checked}" in out
 
 
+def qwen3_coder_text(row, wrapped):
+    """A row's gold answer as Qwen3-Coder writes it: every value as text (JSON for lists and objects)."""
+    blocks = []
+    for call in row["answers"]:
+        parameters = "".join(
+            f"<parameter={key}>\n{value if isinstance(value, str) else json.dumps(value)}\n</parameter>\n"
+            for key, value in call["arguments"].items()
+        )
+        block = f"<function={call['name']}>\n{parameters}</function>"
+        blocks.append(f"<tool_call>\n{block}\n</tool_call>" if wrapped else block)
+    return "\n".join(blocks)
+
+
+@pytest.mark.parametrize("scorer", ["exact", "bfcl"])
+def test_qwen3_coder_answers_score_as_right_in_the_report(eval_rows, tmp_path, scorer):
+    # Values written as text are cast by each row's tool schema (numbers, booleans, lists), as the rewards do.
+    rows = [row for row in eval_rows if row["answers"]]
+    assert any(not isinstance(v, str) for row in rows for call in row["answers"] for v in call["arguments"].values())
+    completions = [qwen3_coder_text(row, wrapped=index % 2 == 1) for index, row in enumerate(rows)]
+    report = evaluate_model(None, None, rows, tmp_path, scorer=scorer, completions=completions, label="coder")
+    assert (report["accuracy"], report["errors"]) == (1.0, {})
+    assert report["rewards"][f"tool_{scorer}"] == 1.0
+
+
 def test_pass_at_k_report_from_known_samples(eval_rows, tmp_path):
     rows = [row for row in eval_rows if row["answers"]][:8]
     # Row i gets (i % 5) correct samples out of 4, capped at 4: 0, 1, 2, 3, 4, 4, 1, 2.

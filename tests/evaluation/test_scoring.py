@@ -145,6 +145,41 @@ def test_cli_prints_tables_and_writes_the_report(files, tmp_path, capsys):
     assert "no data row has this id" in captured.err
 
 
+ALARM = tool("set_alarm", {"hour": {"type": "integer"}, "label": {"type": "string"}}, ["hour"])
+QWEN3_CODER = (
+    "<function=set_alarm>\n<parameter=hour>\n7\n</parameter>\n<parameter=label>\nwake up\n</parameter>\n</function>"
+)
+
+
+@pytest.mark.parametrize("scorer", list(SCORERS))
+def test_cli_casts_qwen3_coder_values_by_the_schema_bare_or_wrapped(tmp_path, scorer, capsys):
+    # Qwen3-Coder writes every value as text; `hour` is an integer only once the tool's schema is read, as the rewards
+    # read it in training. Unread, "7" against 7 would score 0 (wrong_type).
+    answers = [{"name": "set_alarm", "arguments": {"hour": 7, "label": "wake up"}}]
+    data = tmp_path / "data.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"id": row_id, "messages": MESSAGES, "tools": [ALARM], "answers": answers}) + "\n"
+            for row_id in ("bare", "wrapped")
+        )
+    )
+    predictions = tmp_path / "pred.jsonl"
+    predictions.write_text(
+        json.dumps({"id": "bare", "completion": QWEN3_CODER})
+        + "\n"
+        + json.dumps({"id": "wrapped", "completion": f"<tool_call>\n{QWEN3_CODER}\n</tool_call>"})
+        + "\n"
+    )
+    output, per_row = tmp_path / "report.json", tmp_path / "rows.jsonl"
+    args = ["score", "--data", str(data), "--predictions", str(predictions), "--scorer", scorer, "--quiet"]
+    assert cli([*args, "--output", str(output), "--per-row", str(per_row)]) == 0
+    capsys.readouterr()
+    report = json.loads(output.read_text())
+    assert (report["accuracy"], report["mean_reward"], report["errors"]) == (1.0, 1.0, {})
+    rows = [json.loads(line) for line in per_row.read_text().splitlines()]
+    assert [(row["id"], row["score"]) for row in rows] == [("bare", 1.0), ("wrapped", 1.0)]
+
+
 def test_scorer_choices_come_from_the_reward_registry():
     assert list(SCORERS) == ["format", "schema", "exact", "partial", "bfcl"]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,16 +51,9 @@ def offline() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def built(tmp_path_factory: pytest.TempPathFactory, offline: None) -> tuple[Path, float]:
-    """The tiny model built once per session, and how long the build took."""
-    start = time.perf_counter()
-    path = build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0)
-    return path, time.perf_counter() - start
-
-
-@pytest.fixture(scope="session")
-def tiny_dir(built: tuple[Path, float]) -> Path:
-    return built[0]
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory, offline: None) -> Path:
+    """The tiny model built once per session (`benchmarks/bench_tiny.py` times the build)."""
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0)
 
 
 @pytest.fixture(scope="session")
@@ -78,12 +70,9 @@ def _render(tokenizer: Any, messages: list[dict], **kwargs: Any) -> str:
     return tokenizer.apply_chat_template(messages, tools=[WEATHER], tokenize=False, **kwargs)
 
 
-def test_build_is_fast_and_saves_safetensors(built: tuple[Path, float]) -> None:
-    path, seconds = built
-    assert (path / "model.safetensors").is_file()
-    assert (path / "tokenizer.json").is_file()
-    # The brief allows ~30 s on 2 CPU cores; the margin absorbs a busy machine.
-    assert seconds < 60
+def test_build_saves_safetensors_and_the_tokenizer(tiny_dir: Path) -> None:
+    assert (tiny_dir / "model.safetensors").is_file()
+    assert (tiny_dir / "tokenizer.json").is_file()
 
 
 def test_config_is_a_tiny_qwen2_with_tied_embeddings(model: Any, tokenizer: Any) -> None:

@@ -17,7 +17,7 @@ import json
 import os
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -61,9 +61,17 @@ RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "tiny" / "grpo" / "mu
 
 
 class LabEnvironment(ToolEnvironment):
-    """A test environment with a tool that works, one that raises and one that overruns its time limit."""
+    """A test environment with a tool that works, one that raises and one that overruns its time limit.
+
+    The overrunning tool, `nap`, sleeps until its environment's `wake_up` is set (or `seconds` pass), so that it
+    overruns a short limit however busy the machine is; `rested` is set when it has finished."""
 
     name = "lab"
+
+    def __init__(self, timeout: float = 0.05) -> None:
+        super().__init__(timeout)
+        self.wake_up = threading.Event()
+        self.rested = threading.Event()
 
     def add(self, a: int, b: int) -> str:
         """Add two integers.
@@ -88,7 +96,8 @@ class LabEnvironment(ToolEnvironment):
         Args:
             seconds: How long to sleep.
         """
-        time.sleep(seconds)
+        self.wake_up.wait(seconds)
+        self.rested.set()
         return "rested"
 
     def leave(self, code: int) -> str:
@@ -113,8 +122,8 @@ def lab_registered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(ENVIRONMENTS, "lab", LabEnvironment)
 
 
-def lab() -> LabEnvironment:
-    environment = LabEnvironment(timeout=0.05)
+def lab(timeout: float = 0.05) -> LabEnvironment:
+    environment = LabEnvironment(timeout=timeout)
     environment.reset(env={"name": "lab"})
     return environment
 
@@ -143,15 +152,19 @@ def load(path: Path) -> list[dict[str, Any]]:
         ("pick", {"colour": "green"}, "validation", "colour: 'green' is not one of ['red', 'blue']"),
         ("pick", {"colour": "red"}, "ok", '{"picked": "red"}'),
         ("explode", {"reason": "test"}, "exception", "explode failed: boom: test"),
-        ("nap", {"seconds": 1.0}, "timeout", "nap timed out after 0.05 s"),
+        ("nap", {"seconds": 60.0}, "timeout", "nap timed out after 0.05 s"),
         ("leave", {"code": 3}, "exception", "leave failed: the tool tried to stop the program (SystemExit)"),
     ],
 )
 def test_a_call_is_validated_run_under_a_time_limit_and_recorded(tool, arguments, status, message):
-    environment = lab()
-    start = time.perf_counter()
-    result = getattr(environment, tool)(**arguments)
-    assert time.perf_counter() - start < 0.5  # the timeout does not wait for the sleeping tool
+    # Tools that finish get a limit no busy machine reaches; the one that overruns gets a short one.
+    environment = lab(timeout=0.05 if status == "timeout" else 60.0)
+    try:
+        result = getattr(environment, tool)(**arguments)
+        if status == "timeout":  # the call came back while the tool still slept: the limit does not wait for it
+            assert not environment.rested.is_set()
+    finally:
+        environment.wake_up.set()
     assert message in result
     if status != "ok":
         assert json.loads(result) == {"error": json.loads(result)["error"]}  # a JSON error message the model reads

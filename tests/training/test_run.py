@@ -61,21 +61,22 @@ def test_killed_run_resumes_with_the_same_steps_and_kl_coefficient(tiny_model_di
     recipe = write_recipe(
         tmp_path / "recipe.yaml", tiny_model_dir, small_data["train"], output_dir, max_steps=6, save_steps=2
     )
-    process = subprocess.Popen(
-        command("train", "--config", recipe), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    first = output_dir / "checkpoint-2" / "trainer_state.json"
-    deadline = time.monotonic() + 300
-    while not first.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert first.exists(), "the run wrote no checkpoint"
-    process.send_signal(signal.SIGKILL)  # no chance to clean up, as when a machine is lost
-    process.wait()
-    checkpoints = sorted(output_dir.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))
-    last = checkpoints[-1]
+    # The run holds still once checkpoint-2 is saved, so that it is killed at step 2 however fast it trains.
+    saved_marker, log = tmp_path / "saved", tmp_path / "train.log"
+    holding = [sys.executable, str(Path(__file__).parents[1] / "scripts" / "train_until_saved.py"), "2", saved_marker]
+    with log.open("w") as stderr:
+        process = subprocess.Popen([*holding, "train", "--config", recipe], stdout=subprocess.DEVNULL, stderr=stderr)
+        deadline = time.monotonic() + 300
+        while not saved_marker.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        process.send_signal(signal.SIGKILL)  # no chance to clean up, as when a machine is lost
+        process.wait()
+    assert saved_marker.exists(), f"the run saved no checkpoint at step 2:\n{log.read_text()[-3000:]}"
+    assert sorted(path.name for path in output_dir.glob("checkpoint-*")) == ["checkpoint-2"]
+    last = output_dir / "checkpoint-2"
     saved = json.loads((last / KL_STATE_FILE).read_text())
     step = json.loads((last / "trainer_state.json").read_text())["global_step"]
-    assert step < 6
+    assert step == 2
 
     result = subprocess.run(
         command("train", "--config", recipe, "--resume_from_checkpoint", "true"), capture_output=True, text=True
