@@ -30,13 +30,14 @@ test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
 
 quality: $(STAMP)
-	$(BIN)/ruff check grpo_tools tests benchmarks
-	$(BIN)/ruff format --check grpo_tools tests benchmarks
+	$(BIN)/ruff check grpo_tools tests benchmarks tools
+	$(BIN)/ruff format --check grpo_tools tests benchmarks tools
 	$(BIN)/lint-imports
+	$(BIN)/python tools/check_module_size.py grpo_tools
 
 style: $(STAMP)
-	$(BIN)/ruff check --fix grpo_tools tests benchmarks
-	$(BIN)/ruff format grpo_tools tests benchmarks
+	$(BIN)/ruff check --fix grpo_tools tests benchmarks tools
+	$(BIN)/ruff format grpo_tools tests benchmarks tools
 
 # Reward model, trainer overhead, memory, scoring at 200,000 and 1,000,000 rows, and tool_bfcl against BFCL's own
 # checker on BFCL's rows: under 15 minutes on 2 CPU cores.

@@ -142,6 +142,14 @@ class ToolGRPOConfig(GRPOConfig):
             "as in LUFFY, Yan et al., 2025)."
         },
     )
+    cpu_fast_path: Literal["auto", "on", "off"] = field(
+        default="auto",
+        metadata={
+            "help": "Sampling and log-probabilities through grpo_tools.fastpath (each prompt prefilled once, merged "
+            "LoRA and packed weights while sampling, the LM head over completion positions only): `auto` on the CPU, "
+            "`on` (refused off the CPU), `off` for trl's own path.",
+        },
+    )
     reward_funcs: list[str] = field(
         default_factory=lambda: ["tool_format", "tool_exact", "tool_partial"],
         metadata={
@@ -203,6 +211,7 @@ class ToolGRPOConfig(GRPOConfig):
                 f"skip_zero_std_groups needs steps_per_generation 1, got {self.steps_per_generation} (it defaults to "
                 "gradient_accumulation_steps)"
             )
+        self._check_combinations()
         if self.kl_only_tokens < 0:
             raise ConfigError(f"kl_only_tokens must be >= 0, got {self.kl_only_tokens}")
         if self.kl_controller not in KL_CONTROLLERS:
@@ -221,6 +230,19 @@ class ToolGRPOConfig(GRPOConfig):
                 raise ConfigError(f"need 0 < kl_min <= beta <= kl_max, got {self.kl_min}, {self.beta}, {self.kl_max}")
             if self.kl_horizon < 1:
                 raise ConfigError(f"kl_horizon must be >= 1, got {self.kl_horizon}")
+
+    def _check_combinations(self) -> None:
+        """Settings that cannot work together, refused here so that the Python API refuses them too. (Multi-turn
+        rows are known from the data: `gold_in_group` with them is refused by the trainer and by `grpo-tools train`.)"""
+        if self.cpu_fast_path not in ("auto", "on", "off"):
+            raise ConfigError(f"cpu_fast_path must be auto, on or off, got {self.cpu_fast_path!r}")
+        if self.cpu_fast_path == "on" and not (self.use_cpu or not _cuda_available()):
+            raise ConfigError("cpu_fast_path: on needs a run on the CPU (use_cpu: true, or no GPU); set auto or off")
+        if self.gold_in_group and self.num_generations is not None and self.num_generations < 2:
+            raise ConfigError(
+                f"gold_in_group needs num_generations >= 2 (one gold turn and at least one sample per group), got "
+                f"{self.num_generations}"
+            )
 
 
 @dataclass
