@@ -60,7 +60,7 @@ def test_every_log_probability_row_belongs_to_the_completion_beside_it(vllm_trai
     trainer.generate_and_score = recording_batch
     trainer.train()
     assert trainer.vllm_generation.calls == 1  # trl's vLLM branch generated the batch
-    (completion_ids, logprobs), (batch,) = returned, batches
+    ((completion_ids, logprobs),), (batch,) = returned, batches
     assert len(completion_ids) == len(logprobs) == 8
     for row, (ids, row_logprobs) in enumerate(zip(completion_ids, logprobs, strict=True)):
         assert len(row_logprobs) == len(ids)
