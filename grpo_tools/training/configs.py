@@ -234,11 +234,6 @@ class ToolGRPOConfig(GRPOConfig):
             raise ConfigError(f"cpu_fast_path must be auto, on or off, got {self.cpu_fast_path!r}")
         if self.cpu_fast_path == "on" and not (self.use_cpu or not _cuda_available()):
             raise ConfigError("cpu_fast_path: on needs a run on the CPU (use_cpu: true, or no GPU); set auto or off")
-        if self.gold_in_group and self.num_generations is not None and self.num_generations < 2:
-            raise ConfigError(
-                f"gold_in_group needs num_generations >= 2 (one gold turn and at least one sample per group), got "
-                f"{self.num_generations}"
-            )
 
 
 @dataclass
