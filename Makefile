@@ -4,8 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-slow quality style bench bench-learning bench-learning-mapping bench-learning-tiny train train-mapping train-tiny \
-	eval-bfcl eval-bfcl-ast clean
+.PHONY: install test test-slow test-min-versions quality style bench bench-learning bench-learning-mapping \
+	bench-learning-tiny train train-mapping train-tiny eval-bfcl eval-bfcl-ast clean
 
 install: $(STAMP)
 
@@ -30,14 +30,29 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
 
+# The trainer's tests on the lowest trl, transformers, peft, accelerate and datasets pyproject.toml allows, in a venv
+# of their own (.venv-min, made afresh each time; torch pinned to the CPU build first, as in install).
+MIN_VENV := .venv-min
+MIN_VERSIONS := trl==1.15.0 transformers==4.56.2 peft==0.15.0 accelerate==1.4.0 datasets==4.7.0
+test-min-versions:
+	rm -rf $(MIN_VENV)
+	$(PYTHON) -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MIN_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(MIN_VENV)/bin/python -m pip install --quiet $(MIN_VERSIONS) -e ".[dev]"
+	$(MIN_VENV)/bin/python -m pip list 2>/dev/null | grep -iE '^(torch|trl|transformers|peft|accelerate|datasets) '
+	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/training/test_trainer.py \
+		tests/training/test_trainer_vllm.py tests/training/test_trl_compat.py tests/fastpath
+
 quality: $(STAMP)
-	$(BIN)/ruff check grpo_tools tests benchmarks
-	$(BIN)/ruff format --check grpo_tools tests benchmarks
+	$(BIN)/ruff check grpo_tools tests benchmarks tools
+	$(BIN)/ruff format --check grpo_tools tests benchmarks tools
 	$(BIN)/lint-imports
+	$(BIN)/python tools/check_module_size.py grpo_tools
 
 style: $(STAMP)
-	$(BIN)/ruff check --fix grpo_tools tests benchmarks
-	$(BIN)/ruff format grpo_tools tests benchmarks
+	$(BIN)/ruff check --fix grpo_tools tests benchmarks tools
+	$(BIN)/ruff format grpo_tools tests benchmarks tools
 
 # Reward model, trainer overhead, memory, scoring at 200,000 and 1,000,000 rows, tool_bfcl against BFCL's own checker
 # on BFCL's rows, and the tiny model's build: under 15 minutes on 2 CPU cores.
@@ -45,6 +60,8 @@ style: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_rewards.py
 	$(BIN)/python benchmarks/bench_trainer.py
+	$(BIN)/python benchmarks/bench_fastpath.py
+	$(BIN)/python benchmarks/bench_allocator.py
 	$(BIN)/python benchmarks/bench_memory.py
 	$(BIN)/python benchmarks/bench_score.py --rows 200000 1000000
 	$(BIN)/python benchmarks/bench_bfcl.py
@@ -55,6 +72,8 @@ bench: $(STAMP)
 SMOLLM2 := outputs/smollm2-135m
 $(SMOLLM2)/config.json: $(STAMP) grpo_tools/models/smollm2.py
 	$(BIN)/python -m grpo_tools.models.smollm2 --out $(SMOLLM2)
+
+bench: $(SMOLLM2)/config.json  # bench_fastpath runs the SmolLM2 recipe
 
 # The BFCL task (data/README.md): warm-start, GRPO and dev splits from BFCL's live rows, the held-out non-live rows,
 # built from the installed bfcl-eval with SmolLM2's template (prompt lengths are counted in its tokens).

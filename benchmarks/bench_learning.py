@@ -370,7 +370,7 @@ def _worker_setup(threads: int | None, parent: int | None = None) -> None:
 
     import torch
 
-    from grpo_tools.training.allocator import keep_freed_memory
+    from grpo_tools.fastpath import keep_freed_memory
 
     quiet()
     keep_freed_memory()  # as `grpo-tools train` does
@@ -426,7 +426,7 @@ def run(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from grpo_tools.data.prompts import load_rows
-    from grpo_tools.training.allocator import keep_freed_memory
+    from grpo_tools.fastpath import keep_freed_memory
     from grpo_tools.training.configs import model_init_kwargs
 
     quiet()

@@ -44,8 +44,8 @@ def cpu_has_native_bf16() -> bool:
 def model_init_kwargs(training_args: Any, model_args: Any) -> dict[str, str]:
     """How GRPO loads the model: in the recipe's `dtype`; left unset, in bfloat16 for a LoRA run in bf16 on the CPU
     (its frozen weights are cast to bf16 by every autocast matmul anyway, and peft keeps the adapter in float32, so
-    training computes the same; sampling, outside autocast, then reads half the bytes per token: SmolLM2's ran about
-    20% faster), else as the checkpoint stores it."""
+    training computes the same, while sampling, outside autocast, reads half the bytes per token; docs/benchmarks.md),
+    else as the checkpoint stores it."""
     if model_args.dtype:
         return {"dtype": model_args.dtype}
     on_cpu = training_args.use_cpu or not _cuda_available()
@@ -62,11 +62,8 @@ def _cuda_available() -> bool:
 
 @dataclass
 class ModelConfig(TrlModelConfig):
-    """trl's model and LoRA settings, but `dtype` left unset by default, so that `model_init_kwargs` chooses it.
-
-    trl 1.16 (the version tested) defaults `dtype` to float32, and a default cannot be told from a recipe that asks for
-    float32: with trl's field, every LoRA run on a CPU with native bf16 loaded its frozen weights in float32, and its
-    sampling took about 1.6 times as long as with bf16 weights (README, Performance)."""
+    """trl's model and LoRA settings, but `dtype` left unset by default, so that `model_init_kwargs` chooses it: trl
+    defaults `dtype` to float32, and a default cannot be told from a recipe that asks for float32."""
 
     dtype: str | None = field(
         default=None,
@@ -142,6 +139,14 @@ class ToolGRPOConfig(GRPOConfig):
             "as in LUFFY, Yan et al., 2025)."
         },
     )
+    cpu_fast_path: Literal["auto", "on", "off"] = field(
+        default="auto",
+        metadata={
+            "help": "Sampling and log-probabilities through grpo_tools.fastpath (each prompt prefilled once, merged "
+            "LoRA and packed weights while sampling, the LM head over completion positions only): `auto` on the CPU, "
+            "`on` (refused off the CPU), `off` for trl's own path.",
+        },
+    )
     reward_funcs: list[str] = field(
         default_factory=lambda: ["tool_format", "tool_exact", "tool_partial"],
         metadata={
@@ -173,8 +178,7 @@ class ToolGRPOConfig(GRPOConfig):
 
             # trl turns bf16 on unless told otherwise, which transformers rejects where no GPU can run it: choose
             # bf16 where it runs natively, full precision elsewhere (a recipe that sets `bf16` is taken at its word).
-            # On a CPU with AMX, bf16 autocast made SmolLM2-135M's forward and backward pass 2.4 times faster than
-            # float32 (benchmarks/bench_precision.py); on one without avx512_bf16 or AMX, ten times slower.
+            # Emulated bf16 is several times slower than float32, native bf16 faster (benchmarks/bench_precision.py).
             on_gpu = not self.use_cpu and torch.cuda.is_available()
             self.bf16 = torch.cuda.is_bf16_supported() if on_gpu else cpu_has_native_bf16()
         super().__post_init__()
@@ -203,6 +207,7 @@ class ToolGRPOConfig(GRPOConfig):
                 f"skip_zero_std_groups needs steps_per_generation 1, got {self.steps_per_generation} (it defaults to "
                 "gradient_accumulation_steps)"
             )
+        self._check_combinations()
         if self.kl_only_tokens < 0:
             raise ConfigError(f"kl_only_tokens must be >= 0, got {self.kl_only_tokens}")
         if self.kl_controller not in KL_CONTROLLERS:
@@ -221,6 +226,14 @@ class ToolGRPOConfig(GRPOConfig):
                 raise ConfigError(f"need 0 < kl_min <= beta <= kl_max, got {self.kl_min}, {self.beta}, {self.kl_max}")
             if self.kl_horizon < 1:
                 raise ConfigError(f"kl_horizon must be >= 1, got {self.kl_horizon}")
+
+    def _check_combinations(self) -> None:
+        """Settings that cannot work together, refused here so that the Python API refuses them too. (Multi-turn
+        rows are known from the data: `gold_in_group` with them is refused by the trainer and by `grpo-tools train`.)"""
+        if self.cpu_fast_path not in ("auto", "on", "off"):
+            raise ConfigError(f"cpu_fast_path must be auto, on or off, got {self.cpu_fast_path!r}")
+        if self.cpu_fast_path == "on" and not (self.use_cpu or not _cuda_available()):
+            raise ConfigError("cpu_fast_path: on needs a run on the CPU (use_cpu: true, or no GPU); set auto or off")
 
 
 @dataclass

@@ -168,12 +168,13 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
     `argv`, the command line, is recorded in the run folder for the model card."""
     from transformers import set_seed
 
-    from grpo_tools.training.allocator import keep_freed_memory
+    from grpo_tools import fastpath
     from grpo_tools.training.warm_start import warm_started_model
 
     # Config: the Hub repo is checked now rather than after hours of training
     set_seed(training_args.seed)
-    keep_freed_memory()
+    if fastpath.enabled(training_args.cpu_fast_path, training_args.device):
+        fastpath.keep_freed_memory()
     hub_repo = hub_target(training_args)
     resume = _resume_from(training_args.resume_from_checkpoint)
 

@@ -7,8 +7,6 @@ gold trajectories, tool results included, with a mask on what the assistant writ
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from grpo_tools.data.prompts import gold_completion, load_rows, render_prompt
@@ -82,7 +80,9 @@ def sft_trainer(
 
 def train_sft(trainer: Any) -> None:
     """Train an `sft_trainer`, projecting only the labelled positions onto the vocabulary on the CPU too."""
-    with _labelled_positions_only_on_cpu():
+    from grpo_tools.training.trl_compat import labelled_positions_only_on_cpu
+
+    with labelled_positions_only_on_cpu():
         trainer.train()
 
 
@@ -111,28 +111,6 @@ def warm_start(
         trainer.save_model(output_dir)
     tokenizer.save_pretrained(output_dir)
     return output_dir
-
-
-@contextmanager
-def _labelled_positions_only_on_cpu() -> Iterator[None]:
-    """trl's fused LM head projects only the positions that have a label (the completion) where it runs its Triton
-    kernels, and every position, prompt included, elsewhere, so that compilers such as Neuron's see fixed tile shapes.
-    Nothing is compiled on the CPU, so inside this block the CPU takes the first way too: the same values, gradients
-    and metrics, with the prompt positions (about two thirds of a SmolLM2 warm start's) left out of the vocabulary
-    projection. trl decides through `trl.trainer.utils._use_triton`; if a later trl has no such name, nothing changes
-    but the speed (and the test of this block fails, to say so).
-    """
-    import trl.trainer.utils as trl_utils
-
-    use_triton = getattr(trl_utils, "_use_triton", None)
-    if use_triton is None:
-        yield
-        return
-    trl_utils._use_triton = lambda device: device.type == "cpu" or use_triton(device)
-    try:
-        yield
-    finally:
-        trl_utils._use_triton = use_triton
 
 
 def warm_started_model(

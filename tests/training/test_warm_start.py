@@ -31,7 +31,7 @@ def test_on_the_cpu_the_warm_starts_lm_head_projects_only_the_completion_with_th
     import trl.trainer.utils as trl_utils
     from transformers import AutoModelForCausalLM
 
-    from grpo_tools.training.warm_start import _labelled_positions_only_on_cpu
+    from grpo_tools.training.trl_compat import labelled_positions_only_on_cpu
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     trl_utils.add_fused_lm_head(model, outputs=("log_probs", "entropy", "is_top1"))
@@ -55,7 +55,7 @@ def test_on_the_cpu_the_warm_starts_lm_head_projects_only_the_completion_with_th
     monkeypatch.setattr(trl_utils, "_ChunkedLogProbFunction", Recording)
     use_triton = trl_utils._use_triton
     results = []
-    for scope in (_labelled_positions_only_on_cpu, contextlib.nullcontext):
+    for scope in (labelled_positions_only_on_cpu, contextlib.nullcontext):
         model.zero_grad()
         with scope():
             outputs = model(**batch, labels=labels, fused_lm_head=True)

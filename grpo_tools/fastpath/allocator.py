@@ -3,13 +3,11 @@
 By default glibc serves a block above its mmap threshold (128 KiB, raised to the size of the last such block freed)
 with fresh pages from the kernel and returns them when it is freed; every first touch of each 4 KiB page is then a page
 fault that the kernel zeroes. A GRPO step allocates blocks of megabytes thousands of times (a key/value cache that
-grows one token at a time is a larger block each step, above the raised threshold), so on SmolLM2 about a tenth of a
-step's time went to the kernel. With the threshold at glibc's maximum (32 MiB) and freed memory kept in the heap, 3-4
-steps in a fresh process took 8-9% less (README, Performance). Whether it pays over whole runs is not settled: a bench
-worker that ran six runs one after another slowed from run to run, and `make train` was slower than before this setting
-and the other changes of its round; neither was traced to it or cleared of it. The values are those of glibc's
-`mallopt(3)`; the same can be set before the process starts with `MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_` and
-`MALLOC_TOP_PAD_`.
+grows one token at a time is a larger block each step, above the raised threshold). With the threshold at glibc's
+maximum (32 MiB) and freed memory kept in the heap, those blocks come from the heap again. The values are those of
+glibc's `mallopt(3)`; the same can be set before the process starts with `MALLOC_MMAP_THRESHOLD_`,
+`MALLOC_TRIM_THRESHOLD_` and `MALLOC_TOP_PAD_`. Measured effects (page faults, step times): docs/benchmarks.md and
+`benchmarks/bench_allocator.py`.
 """
 
 from __future__ import annotations

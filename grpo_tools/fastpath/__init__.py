@@ -1,0 +1,40 @@
+"""What only makes GRPO faster on the CPU, apart from the algorithm: with it off, trl's own path runs.
+
+- `sampling`: each prompt prefilled once, plain sampling in a loop that drops each row at its end of turn, key/value
+  buffers allocated once, one uniform draw per token;
+- `layers`: LoRA merged and weights packed for oneDNN while sampling;
+- `logprobs`: log-probabilities from the LM head over completion positions only, a group's prompt run once, logits
+  scored in pieces;
+- `prefix`: the prefix-sharing step the two above use;
+- `allocator`: glibc's allocator set to keep freed memory.
+
+`ToolGRPOTrainer` turns it on with `ToolGRPOConfig.cpu_fast_path` (`auto`: on the CPU) where `unsupported_reason`
+finds nothing against it. Each piece gives the values of the path it replaces, up to float rounding, and is tested
+for that against trl's (tests/fastpath). Measured effects: docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grpo_tools.fastpath.allocator import keep_freed_memory
+
+
+__all__ = ["enabled", "keep_freed_memory", "unsupported_reason"]
+
+
+def unsupported_reason(device: Any) -> str | None:
+    """Why the fast path cannot run on `device` (a `torch.device`), or None where it can: it is written for the CPU
+    (packed weights, glibc's allocator, log-probabilities held whole until the backward pass)."""
+    if getattr(device, "type", str(device)) != "cpu":
+        return f"the CPU fast path runs on the CPU only; this run is on {device}"
+    return None
+
+
+def enabled(setting: str, device: Any) -> bool:
+    """Whether the fast path runs for `cpu_fast_path` `setting` (`auto`, `on`, `off`) on `device`. `on` where it
+    cannot run raises ValueError naming the reason; `auto` runs it wherever it can."""
+    reason = unsupported_reason(device)
+    if setting == "on" and reason:
+        raise ValueError(f"cpu_fast_path: on, but {reason}; set cpu_fast_path: auto or off")
+    return setting != "off" and reason is None

@@ -1,0 +1,193 @@
+"""The one place grpo-tools touches what trl (and transformers' `Trainer`) keep private.
+
+`ToolGRPOTrainer` changes steps of trl's GRPO that trl exposes only as private methods, and reads trl's private
+state. Here each private method trl calls is handed to a method of ours with a name and signature of our own (the
+default runs trl's), and each piece of private state is read through one property, so that a trl release that
+renames or reshapes one of them breaks this module alone, and `check_trl_version` refuses the releases it was not
+written for. `TRL_VERSIONS` is the range pyproject.toml declares (a test holds them equal): trl 1.15 is the first
+whose `_generate_single_turn` takes `num_generations`, and whose importance-sampling correction neutralises NaN
+sampling log-probabilities.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from trl import GRPOTrainer
+
+from grpo_tools.training.configs import ConfigError
+
+
+__all__ = ["TRL_VERSIONS", "GRPOHooks", "TurnInputs", "check_trl_version", "labelled_positions_only_on_cpu"]
+
+TRL_VERSIONS = ">=1.15,<2"
+
+
+def check_trl_version(version: str | None = None) -> None:
+    """Raise ConfigError naming the allowed range where the installed trl (or `version`) lies outside it."""
+    version = version or importlib.metadata.version("trl")
+    if Version(version) not in SpecifierSet(TRL_VERSIONS):
+        raise ConfigError(
+            f"trl {version} is installed; grpo-tools' trainer runs with trl{TRL_VERSIONS} "
+            f"(pip install 'trl{TRL_VERSIONS}')"
+        )
+
+
+@contextmanager
+def labelled_positions_only_on_cpu() -> Iterator[None]:
+    """trl's fused LM head projects only the positions that have a label (the completion) where it runs its Triton
+    kernels, and every position, prompt included, elsewhere, so that compilers such as Neuron's see fixed tile shapes.
+    Nothing is compiled on the CPU, so inside this block the CPU takes the first way too: the same values, gradients
+    and metrics, with the prompt positions (about two thirds of a SmolLM2 warm start's) left out of the vocabulary
+    projection. trl decides through `trl.trainer.utils._use_triton`; if a later trl has no such name, nothing changes
+    but the speed (and the test of this block fails, to say so).
+    """
+    import trl.trainer.utils as trl_utils
+
+    use_triton = getattr(trl_utils, "_use_triton", None)
+    if use_triton is None:
+        yield
+        return
+    trl_utils._use_triton = lambda device: device.type == "cpu" or use_triton(device)
+    try:
+        yield
+    finally:
+        trl_utils._use_triton = use_triton
+
+
+@dataclass
+class TurnInputs:
+    """The arguments of one generation turn besides the prompts, as trl passes them."""
+
+    images: Any
+    multimodal_fields: dict[str, Any] | None
+    num_generations: int
+    has_tool_images: bool = False
+
+
+class GRPOHooks(GRPOTrainer):
+    """trl's `GRPOTrainer` with its private steps under names of ours. A subclass overrides `generate_turn`,
+    `generate_and_score`, `score_completions`, `policy_loss`, `token_logps`, `save_extra_state` and
+    `load_extra_state`, and calls `super()` for trl's own behaviour."""
+
+    # trl's private steps, each handed to ours.
+    def _generate_single_turn(
+        self,
+        prompt_ids: list[list[int]],
+        images: Any,
+        multimodal_fields: dict[str, Any] | None,
+        num_generations: int,
+        has_tool_images: bool = False,
+    ) -> tuple[list[list[int]], Any]:
+        return self.generate_turn(prompt_ids, TurnInputs(images, multimodal_fields, num_generations, has_tool_images))
+
+    def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
+        return self.generate_and_score(inputs)
+
+    def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
+        return self.score_completions(inputs, prompts, completions, completion_ids_list)
+
+    def _compute_loss(self, model: torch.nn.Module, inputs: dict[str, Any]) -> torch.Tensor:
+        return self.policy_loss(model, inputs)
+
+    def _get_per_token_logps_and_entropies(
+        self,
+        model: torch.nn.Module,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        logits_to_keep: int,
+        batch_size: int | None = None,
+        compute_entropy: bool = False,
+        compute_aux_loss: bool = False,
+        **inputs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        return self.token_logps(
+            model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **inputs
+        )
+
+    def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
+        if self.args.should_save:  # written first: a checkpoint complete enough to resume from holds it
+            folder = os.path.join(
+                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            )
+            os.makedirs(folder, exist_ok=True)
+            self.save_extra_state(folder)
+        super()._save_checkpoint(model, trial)
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        # transformers hands the resolved checkpoint folder here when resuming, as trl's entropy controller reads it.
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is not None:
+            self.load_extra_state(checkpoint)
+
+    # trl's own behaviour, for overrides to fall back on.
+    def generate_turn(self, prompt_ids: list[list[int]], turn: TurnInputs) -> tuple[list[list[int]], Any]:
+        """Completion token ids of `prompt_ids` and their sampling log-probabilities (None without vLLM)."""
+        return super()._generate_single_turn(
+            prompt_ids, turn.images, turn.multimodal_fields, turn.num_generations, turn.has_tool_images
+        )
+
+    def generate_and_score(self, inputs: Any) -> dict[str, Any]:
+        """The batch trl trains on: completions, their rewards, advantages and log-probabilities."""
+        return super()._generate_and_score_completions(inputs)
+
+    def score_completions(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
+        """Rewards (B, num_funcs) over all processes, NaN where a function abstains."""
+        return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+
+    def policy_loss(self, model: torch.nn.Module, inputs: dict[str, Any]) -> torch.Tensor:
+        """trl's GRPO loss of one micro-batch; it appends the micro-batch's KL to `step_metrics["kl"]`."""
+        return super()._compute_loss(model, inputs)
+
+    def token_logps(
+        self,
+        model: torch.nn.Module,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        logits_to_keep: int,
+        batch_size: int | None = None,
+        compute_entropy: bool = False,
+        compute_aux_loss: bool = False,
+        **inputs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Per-token log-probabilities (B, K), entropies (B, K) or None, and the auxiliary loss or None."""
+        return super()._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **inputs
+        )
+
+    def save_extra_state(self, folder: str) -> None:
+        """Write what a subclass must resume with into a checkpoint folder, before trl's own files."""
+
+    def load_extra_state(self, folder: str) -> None:
+        """Read it back when training resumes from `folder`."""
+
+    # trl's private state.
+    @property
+    def step_metrics(self) -> dict[str, list[float]]:
+        """The metrics trl logs at the next logging step, of the mode the model is in (train or eval)."""
+        return self._metrics["train" if self.model.training else "eval"]
+
+    @property
+    def text_tokenizer(self) -> Any:
+        """The tokenizer of the processing class (the class itself for text models)."""
+        return self._tokenizer
+
+    @property
+    def entropy_bonus_enabled(self) -> bool:
+        """Whether the loss differentiates the entropy (trl's `entropy_coef` or adaptive entropy)."""
+        return getattr(self, "_entropy_bonus_enabled", True)
+
+    @property
+    def generates_whole_batch(self) -> bool:
+        """Whether generation takes every row at once (vLLM or transformers' continuous batching), rather than
+        `generate` on the rows it is given."""
+        return bool(self.use_vllm or self.use_transformers_continuous_batching)

@@ -1,0 +1,68 @@
+"""Tests for `grpo_tools.training.trl_compat` and the refusals around it: the trl range the trainer checks at start-up
+is the one pyproject.toml declares, a trl outside it is refused with the range named, the trainer's private-name
+hooks reach trl's steps, and combinations that cannot work are refused by `ToolGRPOConfig` (so the Python API refuses
+them too) or, for multi-turn rollouts, by the trainer."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from grpo_tools.training import configs
+from grpo_tools.training.configs import ConfigError, ToolGRPOConfig
+from grpo_tools.training.trl_compat import TRL_VERSIONS, check_trl_version
+
+
+def test_the_checked_range_is_the_one_pyproject_declares():
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert re.findall(r'^    "(trl[<>=!~][^"]*)",$', pyproject, flags=re.MULTILINE) == [f"trl{TRL_VERSIONS}"]
+
+
+@pytest.mark.parametrize("version", ["0.24.0", "1.14.2", "2.0.0"])
+def test_a_trl_outside_the_range_is_refused_naming_the_range(version):
+    with pytest.raises(ConfigError, match=rf"trl {version} is installed; .*trl>=1\.15,<2"):
+        check_trl_version(version)
+
+
+def test_the_installed_trl_is_accepted():
+    check_trl_version()
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"gold_in_group": True, "num_generations": 1, "per_device_train_batch_size": 2},
+            "gold_in_group needs num_gen",
+        ),
+        ({"cpu_fast_path": "on", "use_cpu": False}, "cpu_fast_path: on needs a run on the CPU"),
+        ({"cpu_fast_path": "fast"}, "cpu_fast_path must be auto, on or off, got 'fast'"),
+    ],
+)
+def test_combinations_that_cannot_work_are_refused_by_the_config(settings, message, tmp_path, monkeypatch):
+    monkeypatch.setattr(configs, "_cuda_available", lambda: True)  # as on a machine with a GPU
+    settings = {"use_cpu": True, "bf16": False, **settings}
+    with pytest.raises(ConfigError, match=message):
+        ToolGRPOConfig(output_dir=str(tmp_path), **settings)
+
+
+def test_the_fast_path_follows_its_switch(tmp_path):
+    import torch
+
+    from grpo_tools import fastpath
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    assert fastpath.enabled("auto", cpu) and fastpath.enabled("on", cpu)
+    assert (
+        not fastpath.enabled("off", cpu) and not fastpath.enabled("auto", cuda) and not fastpath.enabled("off", cuda)
+    )
+    with pytest.raises(ValueError, match="runs on the CPU only; this run is on cuda:0"):
+        fastpath.enabled("on", cuda)
+
+
+def test_gold_turns_with_multi_turn_rollouts_are_refused_by_the_trainer(tmp_path):
+    from grpo_tools.training.trainer import ToolGRPOTrainer
+
+    args = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True, gold_in_group=True)
+    with pytest.raises(ConfigError, match=r"gold_in_group needs single-turn rollouts; .*\['environment_factory'\]"):
+        ToolGRPOTrainer(model="unused", reward_funcs=[], args=args, environment_factory=lambda: None)
