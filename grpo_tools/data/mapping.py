@@ -59,11 +59,9 @@ PLAN = {
     "eval": {"simple": 6, "multiple": 6, "irrelevance": 4},
 }
 MAPPED_SHARE = 0.35  # share of the call rows of `train` and `eval` drawn with words to map
-# Splits whose mapped rows are drawn (so that the other rows stay the ones measured) and then dropped. GRPO found
-# nothing to learn from them: the warm-started model maps 3 of 40 of them in 8 samples each (pass@1 0.031, pass@8
-# 0.075), so they gave almost no exact-call signal, and the held-out mapped rows stayed at 0-1 of 20 right. Without
-# them, GRPO's 64 prompts all come from rows its samples can get right (README, Performance: +6.25 and +7.5 on two seeds
-# against +5.0 and +3.75 with them, on the previous held-out file; on the file of now +3.75 and -6.25).
+# Splits whose mapped rows are drawn (so that the other rows stay the same draws) and then dropped: the warm-started
+# model almost never maps in its samples, so those rows give GRPO no exact-call signal, and without them every GRPO
+# prompt comes from a row its samples can get right (docs/findings.md, "What GRPO does not teach").
 DROPS_MAPPED = ("train",)
 DRAWN_ROWS = {"train": 400}  # rows drawn before the mapped ones are dropped
 # How people name each currency; the enum code is what the call must carry.

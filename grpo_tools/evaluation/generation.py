@@ -14,9 +14,9 @@ def contiguous_head_input(model: Any) -> Any:
 
     transformers keeps the last positions' hidden states as a slice (`logits_to_keep`: the last position in every
     prefill of `generate`, the completions in a GRPO pass), and for a strided 3-D input `torch.nn.functional.linear`
-    falls back to a batched matmul that first copies the LM head's weight once per row: 24 x 576 x 49,152 values for
-    a SmolLM2 prefill of 24 rows, 3.8 of the 17.5 s that sampling 64 tokens took on one CPU thread. Copying the slice
-    (a few rows of hidden states) instead lets it run as one matrix product; the values are the same products."""
+    falls back to a batched matmul that first copies the LM head's weight once per row (for SmolLM2, 576 x 49,152
+    values a row). Copying the slice (a few rows of hidden states) instead lets it run as one matrix product; the
+    values are the same products."""
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if head is None or getattr(head, "_grpo_tools_contiguous_input", False):
         return None
@@ -55,9 +55,8 @@ def generate_completions(
     """Completions for text prompts in batches (left-padded), decoded without special tokens: greedy when
     `temperature` is 0, else `num_samples` sampled completions per prompt, grouped by prompt, in the prompts' order.
 
-    Batches are drawn longest prompt first, so each holds prompts of similar length and pads little (the prefill
-    computes every padding position). On SmolLM2's 80 held-out rows in batches of 40, on 2 CPU cores, that took
-    evaluation from 60.5 s to 51.8 s with the same greedy completions (README, Performance)."""
+    Batches are drawn longest prompt first, so each holds prompts of similar length and pads little: the prefill
+    computes every padding position, and the completions are the same whatever the batches."""
     import torch
     from tqdm import tqdm
 

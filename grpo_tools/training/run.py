@@ -245,6 +245,7 @@ def _build_trainer(
     extra-call cost join them with their own weights."""
     from trl import get_peft_config
 
+    from grpo_tools.training.progress import use_compact_progress
     from grpo_tools.training.trainer import ToolGRPOTrainer
 
     if training_args.model_init_kwargs is None:
@@ -269,6 +270,7 @@ def _build_trainer(
         peft_config=get_peft_config(model_args),
         **rollouts,
     )
+    use_compact_progress(trainer)  # one line per logging step in the terminal, not trl's dict of every metric
     if multi_turn:
         trainer.add_reward_func(outcome_reward, training_args.outcome_reward_weight)
         trainer.add_reward_func(extra_calls_reward, training_args.extra_call_cost)
