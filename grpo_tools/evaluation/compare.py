@@ -3,10 +3,12 @@ pass@k, mean rewards, multi-turn tool use, the arguments most often wrong and er
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 
-__all__ = ["print_comparison"]
+__all__ = ["print_comparison", "write_comparison"]
 
 
 def print_comparison(reports: dict[str, dict[str, Any]], title: str | None = None) -> None:
@@ -75,6 +77,29 @@ def print_comparison(reports: dict[str, dict[str, Any]], title: str | None = Non
         for kind in errors:
             table.add_row(kind, *(str(report["errors"].get(kind, 0)) for report in reports.values()))
         console.print(table)
+
+
+def write_comparison(before: dict[str, Any], after: dict[str, Any], output_dir: str | Path) -> None:
+    """After training: print the before/after tables, draw accuracy by category, write `eval_summary.json`, and on
+    BFCL rows (every id names a BFCL category) `bfcl_summary.json` with its table, accuracy per BFCL category as
+    BFCL's own checker gives it (read from `evaluate_model`'s `before_rows.jsonl` and `after_rows.jsonl`)."""
+    from grpo_tools.evaluation.leaderboard import bfcl_summary, format_summary, is_bfcl, tally_file
+    from grpo_tools.evaluation.plot import plot_accuracy_by_category
+
+    reports = {"before": before, "after": after}
+    print_comparison(reports, title=f"held-out tool-call accuracy ({after['scorer']}), before and after GRPO")
+    plot_accuracy_by_category(reports, Path(output_dir, "accuracy_by_category.png"))
+    summary = {"before": before["accuracy"], "after": after["accuracy"], "scorer": after["scorer"]}
+    Path(output_dir, "eval_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    verdicts = [Path(output_dir, f"{label}_rows.jsonl") for label in reports]
+    if not all(path.is_file() for path in verdicts):
+        return
+    if not is_bfcl([json.loads(line) for line in verdicts[0].read_text().splitlines()]):
+        return
+    bfcl = bfcl_summary(tally_file(verdicts[0]), tally_file(verdicts[1]))
+    Path(output_dir, "bfcl_summary.json").write_text(json.dumps(bfcl, indent=2) + "\n")
+    print(f"BFCL accuracy (%, BFCL's own rules), warm start and after GRPO; {Path(output_dir, 'bfcl_summary.json')}")
+    print(format_summary(bfcl))
 
 
 def _print_arguments(console: Any, reports: dict[str, dict[str, Any]], limit: int = 8) -> None:

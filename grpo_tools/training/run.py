@@ -199,7 +199,9 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
     # Evaluate: held-out accuracy after, compared with before; the training curves
     after = evaluate(trainer.accelerator.unwrap_model(trainer.model), "after")
     if before and after:
-        _compare(before, after, training_args.output_dir)
+        from grpo_tools.evaluation.compare import write_comparison
+
+        write_comparison(before, after, training_args.output_dir)
     if trainer.accelerator.is_main_process:
         _plot_curves(training_args.output_dir)
 
@@ -329,35 +331,6 @@ def _stack_on_base(output_dir: str) -> None:
         logger.warning("the adapter applies to %s only; it was not stacked with its warm start's: %s", start, error)
         return
     logger.info("%s: the warm start's and GRPO's adapters as one, for %s", stacked, base)
-
-
-def _compare(before: dict[str, Any], after: dict[str, Any], output_dir: str) -> None:
-    """Print the before/after table, draw accuracy by category, and write `eval_summary.json`."""
-    from grpo_tools.evaluation.compare import print_comparison
-    from grpo_tools.evaluation.plot import plot_accuracy_by_category
-
-    reports = {"before": before, "after": after}
-    print_comparison(reports, title=f"held-out tool-call accuracy ({after['scorer']}), before and after GRPO")
-    plot_accuracy_by_category(reports, Path(output_dir, "accuracy_by_category.png"))
-    summary = {"before": before["accuracy"], "after": after["accuracy"], "scorer": after["scorer"]}
-    Path(output_dir, "eval_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    _bfcl_summary(output_dir)
-
-
-def _bfcl_summary(output_dir: str) -> None:
-    """On BFCL rows (every id names a BFCL category), `bfcl_summary.json` and its table: accuracy per BFCL category
-    before and after, as BFCL's own checker gives it."""
-    from grpo_tools.evaluation.leaderboard import bfcl_summary, format_summary, is_bfcl, tally_file
-
-    rows = [json.loads(line) for line in Path(output_dir, "before_rows.jsonl").read_text().splitlines()]
-    if not is_bfcl(rows):
-        return
-    summary = bfcl_summary(
-        tally_file(Path(output_dir, "before_rows.jsonl")), tally_file(Path(output_dir, "after_rows.jsonl"))
-    )
-    Path(output_dir, "bfcl_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"BFCL accuracy (%, BFCL's own rules), warm start and after GRPO; {output_dir}/bfcl_summary.json")
-    print(format_summary(summary))
 
 
 def _plot_curves(output_dir: str) -> None:
