@@ -1,4 +1,4 @@
-"""The bundled task `make train` runs on SmolLM2: literal calls among several tools, requests no tool fits, and
+"""The bundled task `make train-mapping` runs on SmolLM2: literal calls among several tools, requests no tool fits, and
 held-out calls whose arguments need mapping.
 
 The same five tools as `grpo_tools.data.synthetic`, in three splits with different jobs:

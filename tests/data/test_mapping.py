@@ -1,4 +1,4 @@
-"""The bundled mapping task (`grpo_tools.data.mapping`, what `make train` trains SmolLM2 on): the committed files are
+"""The bundled mapping task (`grpo_tools.data.mapping`, what `make train-mapping` trains SmolLM2 on): the committed files are
 what the generator writes, and each split does the job data/README.md gives it: the warm start and GRPO see only
 literal requests, only the held-out split has mapped ones, a quarter of every split or more needs no call, and the
 held-out split shares no call and no phrasing with the others."""
