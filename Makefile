@@ -33,7 +33,7 @@ test-slow: $(STAMP)
 # The trainer's tests on the lowest trl, transformers, peft, accelerate and datasets pyproject.toml allows, in a venv
 # of their own (.venv-min, made afresh each time; torch pinned to the CPU build first, as in install).
 MIN_VENV := .venv-min
-MIN_VERSIONS := trl==1.15.0 transformers==4.56.2 peft==0.15.0 accelerate==1.4.0 datasets==4.7.0
+MIN_VERSIONS := trl==1.15.0 transformers==5.2.0 peft==0.15.0 accelerate==1.4.0 datasets==4.7.0
 test-min-versions:
 	rm -rf $(MIN_VENV)
 	$(PYTHON) -m venv $(MIN_VENV)

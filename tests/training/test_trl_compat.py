@@ -31,10 +31,6 @@ def test_the_installed_trl_is_accepted():
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        (
-            {"gold_in_group": True, "num_generations": 1, "per_device_train_batch_size": 2},
-            "gold_in_group needs num_gen",
-        ),
         ({"cpu_fast_path": "on", "use_cpu": False}, "cpu_fast_path: on needs a run on the CPU"),
         ({"cpu_fast_path": "fast"}, "cpu_fast_path must be auto, on or off, got 'fast'"),
     ],
