@@ -579,6 +579,7 @@ def _categories_panel(ax: Any, result: dict[str, Any], labels: dict[str, str], c
             ax.scatter([x] * len(values), values, color="black", s=8, zorder=3)
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("accuracy")
+    ax.legend(fontsize=8)
     ax.set_title(f"held-out accuracy at the end ({result['eval_rows']} rows; bar: mean, dots: seeds)")
 
 
@@ -643,9 +644,9 @@ def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
         ax.legend(fontsize=8)
     seeds = len(result["seeds"])
     figure.suptitle(
-        f"{recipe_label(result['recipe'])}: {', '.join(labels[arm] for arm in result['arms'])}; "
-        f"{seeds} seed{'s' * (seeds > 1)} each "
-        f"(line: mean, band: min-max), {result['eval_rows']} held-out rows, {result['cores_on_machine']} CPU cores"
+        f"{recipe_label(result['recipe'])}: {', '.join(labels[arm] for arm in result['arms'])}\n"
+        f"{seeds} seed{'s' * (seeds > 1)} each (mean, with min-max as a band or bar), {result['eval_rows']} held-out "
+        f"rows, {result['cores_on_machine']} CPU cores"
     )
     figure.tight_layout()
     path = Path(path)
