@@ -186,8 +186,18 @@ def build_task(
             splits[split] += rows
         reasons["not drawn into any split"] = len(kept) - sum(map(len, drawn.values()))
         dropped[category] = reasons
-    splits["eval"] = [row for category in HELD_OUT for row in spread(held_out[category], eval_rows)]
-    splits["eval_full"] = [row for category in HELD_OUT for row in held_out[category]]
+    # `grpo-tools eval` refuses a row that check-data rejects (BFCL's simple_python_307 gives `True` for a string
+    # parameter): such a row is left out of both files, after the sample is spread, and counted in the manifest.
+    rejected = {category: [row["id"] for row in held_out[category] if check_rows([row])] for category in HELD_OUT}
+    splits["eval"] = [
+        row
+        for category in HELD_OUT
+        for row in spread(held_out[category], eval_rows)
+        if row["id"] not in rejected[category]
+    ]
+    splits["eval_full"] = [
+        row for category in HELD_OUT for row in held_out[category] if row["id"] not in rejected[category]
+    ]
     manifest = {
         "source": "bfcl-eval (Apache-2.0), BFCL v4 question and possible-answer files",
         "max_prompt_tokens": max_prompt_tokens,
@@ -195,6 +205,7 @@ def build_task(
         "seed": seed,
         "kept": kept_counts,
         "dropped": {category: dict(reasons) for category, reasons in dropped.items()},
+        "held_out_rejected_by_check_data": {category: ids for category, ids in rejected.items() if ids},
         "splits": {
             split: dict(Counter(str(row["id"]).rsplit("_", 1)[0] for row in rows)) for split, rows in splits.items()
         },
