@@ -229,21 +229,23 @@ def _param(schema: Any, options: list[Any]) -> _Param:
 
 @dataclass(slots=True)
 class BfclCall:
-    """One gold call prepared for BFCL's checker: the tool's name, the parameters the tool requires, the parameters
-    whose acceptable values lack "" (they must be given too), and each parameter's schema and acceptable values.
+    """One gold call prepared for BFCL's checker: the tool's name, the parameters the tool requires, each parameter's
+    schema and acceptable values, and what has been prepared from them so far.
 
-    Most values a model writes are settled by `exact` (a dictionary lookup); a parameter's full rules (`_Param`) are
-    prepared the first time a value needs them, so that a row costs little to prepare and keeps few objects."""
+    A parameter's rules are prepared the first time a value of it is checked, and only as far as that value needs:
+    most values are settled by comparing them with the acceptable values as given (`_exact`); their standardised
+    spellings are computed only for a string that equals none of them, and a parameter's full rules (`_param`) only
+    for types a comparison cannot settle. A row scored once, as `grpo-tools score` scores it, prepares only what its
+    one verdict reads."""
 
     name: str
     required: tuple[str, ...]
-    non_optional: tuple[str, ...]
     properties: dict[str, Any]  # the tool's parameter schemas
     acceptable: dict[str, list[Any]]  # the possible answer's acceptable values
-    # Parameters settled by a lookup (`_exact`), in dictionaries rather than frozensets: a dictionary of strings and
-    # numbers is no object for the garbage collector to walk.
-    exact: dict[str, tuple[type, dict[Any, None], dict[Any, None]]]
-    params: dict[str, _Param]  # prepared on first use
+    # Per parameter checked so far: `(type, acceptable values, standardised)` when comparing settles its values
+    # (`_exact`; `standardised` is None until a value needs it), else its `_Param`.
+    checks: dict[str, Any]
+    non_optional: tuple[str, ...] | None  # parameters whose acceptable values lack "", once a call reaches them
 
     def error(self, call: ToolCall) -> str | None:
         """`simple_function_checker`: why BFCL rejects this call for this gold call; None when it accepts it."""
@@ -253,26 +255,41 @@ class BfclCall:
         for name in self.required:
             if name not in arguments:
                 return "missing_argument"
-        exact = self.exact
+        checks = self.checks
         for name, value in arguments.items():
-            # The common case, inline: a value of the parameter's one type, among values of that type.
-            kind, accepted, written = exact.get(name, _NO_EXACT)
-            if type(value) is kind:
-                if value not in written and (kind is not str or standardize(value) not in accepted):
-                    return "wrong_value"
-                continue
-            if kind is not None:  # what `_Param.error` says of any other type, the acceptable values being of `kind`
-                return "wrong_type"
-            param = self.params.get(name)
-            if param is None:
+            check = checks.get(name)
+            if check is None:
                 # Declared by the tool and in the possible answer, or unexpected (`simple_function_checker`).
                 if name not in self.properties or name not in self.acceptable:
                     return "unexpected_argument"
-                param = self.params[name] = _param(self.properties[name], self.acceptable[name])
-            error = param.error(value)
-            if error is not None:
-                return error
-        for name in self.non_optional:
+                schema, options = self.properties[name], self.acceptable[name]
+                check = checks[name] = _exact(schema, options) or _param(schema, options)
+            if type(check) is not tuple:
+                error = check.error(value)
+                if error is not None:
+                    return error
+                continue
+            # The common case, inline: a parameter of one type whose acceptable values are of that type.
+            kind, written, standardised = check
+            if type(value) is not kind:
+                return (
+                    "wrong_type"  # what `_Param.error` says of any other type, the acceptable values being of `kind`
+                )
+            if value in written:
+                continue
+            if kind is not str:
+                return "wrong_value"
+            if standardised is None:
+                standardised = {standardize(option) for option in written if type(option) is str}
+                checks[name] = (kind, written, standardised)
+            if standardize(value) not in standardised:
+                return "wrong_value"
+        non_optional = self.non_optional
+        if non_optional is None:
+            non_optional = self.non_optional = tuple(
+                key for key, options in self.acceptable.items() if "" not in options
+            )
+        for name in non_optional:
             if name not in arguments:
                 return "missing_argument"
         return None
@@ -282,44 +299,25 @@ def prepare_bfcl(
     name: str, acceptable: dict[str, list[Any]], properties: dict[str, Any] | None, required: Sequence[str]
 ) -> BfclCall:
     """Prepare one gold call: its possible-answer entry and its tool's parameter schemas (None when the tool is not
-    offered: then every given parameter is unexpected)."""
-    properties = properties or {}
-    return BfclCall(
-        name=name,
-        required=tuple(required),
-        non_optional=tuple(key for key, options in acceptable.items() if "" not in options),
-        properties=properties,
-        acceptable=acceptable,
-        exact={
-            key: exact
-            for key, options in acceptable.items()
-            if key in properties and (exact := _exact(properties[key], options)) is not None
-        },
-        params={},
-    )
+    offered: then every given parameter is unexpected). Nothing is read from them until a call is checked."""
+    return BfclCall(name, tuple(required), properties or {}, acceptable, {}, None)
 
 
-_NO_EXACT: tuple[None, dict[Any, None], dict[Any, None]] = (None, {}, {})
-
-
-def _exact(schema: Any, options: list[Any]) -> tuple[type, dict[Any, None], dict[Any, None]] | None:
+def _exact(schema: Any, options: list[Any]) -> tuple[type, list[Any], None] | None:
     """What `BfclCall.error` checks inline for a parameter whose one type is a string, integer or boolean (a float
     would need the int conversion) and whose acceptable values are of that type (not `is_variable`): the type, the
-    values accepted (standardised, for strings: `string_checker`; else `value in options`) and those accepted as
-    written (for strings the options themselves, which settle most values with one lookup)."""
+    acceptable values as given (a value of that type is accepted as written when it equals one), and, for strings,
+    a slot for their standardised spellings (`string_checker`), filled in when a value needs them. None for any other
+    parameter."""
     kinds = _kinds(schema)
     if len(kinds) != 1 or kinds[0] not in (str, int, bool):
         return None
     kind, answer_type = kinds[0], _first_type(options)
     if answer_type is not None and answer_type is not kind:  # `is_variable`
         return None
-    if kind is str:
-        written = dict.fromkeys([option for option in options if type(option) is str])
-        return str, dict.fromkeys(map(standardize, written)), written
-    if not {str, int, bool}.issuperset(map(type, options)):
+    if kind is not str and not {str, int, bool}.issuperset(map(type, options)):
         return None
-    accepted = dict.fromkeys(options)
-    return kind, accepted, accepted
+    return kind, options, None
 
 
 def check_bfcl(calls: Sequence[ToolCall], gold: Sequence[BfclCall]) -> str | None:

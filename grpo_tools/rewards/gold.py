@@ -149,10 +149,14 @@ def _possible(possible_answers: Any, calls: tuple[ToolCall, ...], row: str) -> t
     return tuple(entries)
 
 
-# Gold prepared per distinct row: a GRPO batch scores several completions of each prompt, and trl hands each one its
-# own copy of the row's columns (JSON strings, see `prompts.prompt_dataset`). Keyed on those strings; bounded.
-GOLD_CACHE: dict[tuple[str, str, str | None], tuple[tuple[ToolCall, ...], dict[str, Any]]] = {}
+# Gold prepared per distinct row, for rows read again: each reward of a recipe reads the same batch, and trl hands
+# every completion its own copy of the row's columns (JSON strings, see `prompts.prompt_dataset`). Keyed on those
+# strings; bounded. A row is kept from its second reading on (None marks the first): the completions of one prompt,
+# which come together, share one gold without it, and what a row read only once kept would only be walked by the
+# garbage collector.
+GOLD_CACHE: dict[tuple[str, str, str | None], tuple[tuple[ToolCall, ...], dict[str, Any]] | None] = {}
 _GOLD_CACHE_SIZE = 4096
+_UNSEEN = object()
 
 
 def _acceptable(value: Any) -> Any:
@@ -173,13 +177,17 @@ def make_gold(tools: Any, answers: Any, possible_answers: Any = None, row: str =
     if not (isinstance(tools, str) and isinstance(answers, str) and isinstance(possible_answers, str | None)):
         return Gold(_gold_calls(answers, row), possible_answers, tools, row)
     key = (tools, answers, possible_answers)
-    cached = GOLD_CACHE.get(key)
-    if cached is None:
+    cached = GOLD_CACHE.get(key, _UNSEEN)
+    if cached is _UNSEEN or cached is None:
         if len(GOLD_CACHE) >= _GOLD_CACHE_SIZE:
             GOLD_CACHE.clear()
         # A row whose gold is broken raises here, naming itself, and is not cached; what the rewards read later
         # (tools, possible answers) is memoised only when it reads without error, so errors name their own row.
-        cached = GOLD_CACHE[key] = (_gold_calls(answers, row), {})
+        calls = _gold_calls(answers, row)
+        if cached is _UNSEEN:
+            GOLD_CACHE[key] = None
+            return Gold(calls, possible_answers, tools, row)
+        cached = GOLD_CACHE[key] = (calls, {})
     return Gold(cached[0], possible_answers, tools, row, cached[1])
 
 

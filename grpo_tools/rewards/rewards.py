@@ -215,7 +215,7 @@ def _bfcl_gold(gold: Gold) -> tuple[BfclCall, ...]:
             key = "signature:" + name
             signature = memo[key] if key in memo else tool_signature(tools, name, gold.row)
             properties, required = (signature.params, signature.required) if signature else (None, ())
-            prepared.append(prepare_bfcl(name, acceptable, properties, sorted(required)))
+            prepared.append(prepare_bfcl(name, acceptable, properties, tuple(required)))
         memo["bfcl"] = tuple(prepared)
     return memo["bfcl"]
 
