@@ -349,9 +349,9 @@ def test_learning_runs_put_the_gold_turn_in_each_group_when_the_recipe_asks(
     golds = []
     with_gold = ToolGRPOTrainer._with_gold
 
-    def recording(self, completion_ids, gold, num_generations):
+    def recording(self, completion_ids, logprobs, gold, groups):
         golds.extend(gold)
-        return with_gold(self, completion_ids, gold, num_generations)
+        return with_gold(self, completion_ids, logprobs, gold, groups)
 
     monkeypatch.setattr(ToolGRPOTrainer, "_with_gold", recording)
     rows = {"train": load_rows("data/tool_calls_train.jsonl", 8), "eval": load_rows("data/tool_calls_eval.jsonl", 4)}
