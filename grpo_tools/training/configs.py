@@ -15,6 +15,7 @@ from trl import GRPOConfig, ScriptArguments
 from trl import ModelConfig as TrlModelConfig
 
 from grpo_tools.rewards import REWARDS
+from grpo_tools.training.advantages import GOLD_BASELINES
 from grpo_tools.training.kl import KL_CONTROLLERS
 
 
@@ -139,6 +140,15 @@ class ToolGRPOConfig(GRPOConfig):
             "as in LUFFY, Yan et al., 2025)."
         },
     )
+    gold_baseline: Literal["group", "samples"] = field(
+        default="group",
+        metadata={
+            "help": "With `gold_in_group`, what each completion's advantage is measured against: `group`, the mean "
+            "reward of the whole group, gold turn included (trl's GRPO as it is); `samples`, the mean reward of the "
+            "group's samples alone, so that the samples' advantages sum to zero and the gold turn's is its margin "
+            "over them (grpo_tools.training.advantages)."
+        },
+    )
     cpu_fast_path: Literal["auto", "on", "off"] = field(
         default="auto",
         metadata={
@@ -230,6 +240,10 @@ class ToolGRPOConfig(GRPOConfig):
     def _check_combinations(self) -> None:
         """Settings that cannot work together, refused here so that the Python API refuses them too. (Multi-turn
         rows are known from the data: `gold_in_group` with them is refused by the trainer and by `grpo-tools train`.)"""
+        if self.gold_baseline not in GOLD_BASELINES:
+            raise ConfigError(f"gold_baseline must be group or samples, got {self.gold_baseline!r}")
+        if self.gold_baseline != "group" and not self.gold_in_group:
+            raise ConfigError("gold_baseline: samples needs gold_in_group: true (without gold turns there is no gold)")
         if self.cpu_fast_path not in ("auto", "on", "off"):
             raise ConfigError(f"cpu_fast_path must be auto, on or off, got {self.cpu_fast_path!r}")
         if self.cpu_fast_path == "on" and not (self.use_cpu or not _cuda_available()):

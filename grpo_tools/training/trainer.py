@@ -10,7 +10,8 @@ disabled as the reference, accelerate / DeepSpeed / FSDP). What this adds:
   is saved, so the last checkpoint stays intact;
 - tool metrics (`_log_tool_metrics`): with `environment_factory` (multi-turn tool use), `tools/calls_per_rollout`,
   `tools/turns`, `tools/failure_rate` and `tools/failures/<kind>` for each of `environments.FAILURE_KINDS`;
-- gold turns (`gold_in_group`, `_with_gold`): the last completion of each group is the row's gold turn;
+- gold turns (`gold_in_group`, `_with_gold`): the last completion of each group is the row's gold turn, and with
+  `gold_baseline: samples` (`_gold_advantages`) advantages are measured against the mean of the group's samples;
 - zero-variance filtering (`skip_zero_std_groups`, `_keep_informative`): the reference pass and the policy's forward
   and backward passes run only on groups whose rewards differ, as DAPO's dynamic sampling filters (Yu et al., 2025),
   without its resampling;
@@ -31,6 +32,7 @@ from typing import Any
 import torch
 
 from grpo_tools import fastpath
+from grpo_tools.training.advantages import samples_baseline_advantages
 from grpo_tools.training.configs import ConfigError
 from grpo_tools.training.kl import AdaptiveKLController
 from grpo_tools.training.trl_compat import GRPOHooks, TurnInputs, check_trl_version
@@ -211,17 +213,31 @@ class ToolGRPOTrainer(GRPOHooks):
         gold = getattr(self.args, "gold_in_group", False)
         self._gold_texts = [row.get("gold_completion") for row in inputs] if gold else None
         if not (self.model.training and getattr(self.args, "skip_zero_std_groups", False)):
-            return super().generate_and_score(inputs)
+            return self._gold_advantages(super().generate_and_score(inputs))
         # trl skips its reference pass when beta is 0: run it below, on the rows kept, instead of on every row.
         beta, self.beta = self.beta, 0.0
         try:
             output = super().generate_and_score(inputs)
         finally:
             self.beta = beta
-        output = self._keep_informative(output)
+        output = self._keep_informative(self._gold_advantages(output))
         if beta != 0.0:
             output["ref_per_token_logps"] = self._reference_logps(output)  # (B', T)
         return output
+
+    def _gold_advantages(self, output: dict[str, Any]) -> dict[str, Any]:
+        """With `gold_baseline: samples`, this process's advantages measured against the mean of each group's samples
+        rather than of the whole group (`advantages.samples_baseline_advantages`)."""
+        if not (self._gold_texts and self.model.training and self.args.gold_baseline == "samples"):
+            return output
+        local_rows = len(self._gold_texts)
+        local_gold = [_gold_slot(index, self._gold_texts, self.num_generations) for index in range(local_rows)]
+        gold = self.accelerator.gather(torch.tensor(local_gold, device=self.accelerator.device))  # (B x processes,)
+        rewards = self._last_weighted_rewards.sum(dim=1)  # (B x processes,)
+        advantages = samples_baseline_advantages(rewards, gold.to(rewards.device), self.num_generations,
+                                                 self.args.scale_rewards)  # fmt: skip
+        start = self.accelerator.process_index * local_rows
+        return {**output, "advantages": advantages[start : start + local_rows].to(output["advantages"].device)}
 
     def _keep_informative(self, output: dict[str, Any]) -> dict[str, Any]:
         """`output` restricted to this process's rows whose group's weighted rewards are not all equal; all of them

@@ -353,6 +353,33 @@ def test_gold_in_group_makes_the_last_completion_of_each_group_the_rows_gold_tur
     assert trainer.state.log_history[0]["rewards/recording_exact/mean"] == pytest.approx(0.25)
 
 
+@pytest.mark.parametrize("baseline", ["group", "samples"])
+def test_gold_baseline_decides_whether_the_gold_turn_pushes_the_samples_down(
+    baseline, tiny_model_dir, small_data, tmp_path
+):
+    """The tiny model's samples all score 0 and each gold turn 1: measured against the whole group, every sample gets
+    a negative advantage; measured against the samples, none does, and the gold turn keeps a positive one."""
+    trainer = make_trainer(
+        tiny_model_dir, small_data["train"], tmp_path, reward_funcs=get_reward_funcs(["tool_exact"]),
+        gold_in_group=True, gold_baseline=baseline, max_steps=1, max_completion_length=160,
+    )  # fmt: skip
+    seen = []
+    compute_loss = trainer.compute_loss
+
+    def recording_compute_loss(model, inputs, *args, **kwargs):
+        seen.append(inputs["advantages"].detach().clone())
+        return compute_loss(model, inputs, *args, **kwargs)
+
+    trainer.compute_loss = recording_compute_loss
+    trainer.train()
+    advantages = torch.cat(seen).flatten().sort(descending=True).values  # trl shuffles the rows before the loss
+    assert advantages.numel() == 8 and (advantages[:2] > 0).all()  # one gold turn in each of the two groups
+    if baseline == "group":
+        assert (advantages[2:] < 0).all()
+    else:
+        assert advantages[2:].abs().max().item() == pytest.approx(0.0, abs=1e-6)
+
+
 def test_gold_in_group_refuses_multi_turn_rows(tmp_path):
     from grpo_tools.training.run import _build_trainer
 
