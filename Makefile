@@ -33,7 +33,7 @@ test-slow: $(STAMP)
 # The trainer's tests on the lowest trl, transformers, peft, accelerate and datasets pyproject.toml allows, in a venv
 # of their own (.venv-min, made afresh each time; torch pinned to the CPU build first, as in install).
 MIN_VENV := .venv-min
-MIN_VERSIONS := trl==1.15.0 transformers==5.2.0 peft==0.15.0 accelerate==1.4.0 datasets==4.7.0
+MIN_VERSIONS := trl==1.16.0 transformers==5.2.0 peft==0.15.0 accelerate==1.10.1 datasets==4.7.0
 test-min-versions:
 	rm -rf $(MIN_VENV)
 	$(PYTHON) -m venv $(MIN_VENV)
@@ -42,7 +42,8 @@ test-min-versions:
 	$(MIN_VENV)/bin/python -m pip install --quiet $(MIN_VERSIONS) -e ".[dev]"
 	$(MIN_VENV)/bin/python -m pip list 2>/dev/null | grep -iE '^(torch|trl|transformers|peft|accelerate|datasets) '
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/training/test_trainer.py \
-		tests/training/test_trainer_vllm.py tests/training/test_trl_compat.py tests/fastpath
+		tests/training/test_trainer_vllm.py tests/training/test_trl_compat.py tests/training/test_advantages.py \
+		tests/fastpath
 
 quality: $(STAMP)
 	$(BIN)/ruff check grpo_tools tests benchmarks tools

@@ -6,7 +6,7 @@ default runs trl's), and each piece of private state is read through one propert
 renames or reshapes one of them breaks this module alone, and `check_trl_version` refuses the releases it was not
 written for. `TRL_VERSIONS` is the range pyproject.toml declares (a test holds them equal): trl 1.15 is the first
 whose `_generate_single_turn` takes `num_generations`, and whose importance-sampling correction neutralises NaN
-sampling log-probabilities.
+sampling log-probabilities; 1.16 the first whose own log-probability path runs on a CPU without triton.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from grpo_tools.training.configs import ConfigError
 
 __all__ = ["TRL_VERSIONS", "GRPOHooks", "TurnInputs", "check_trl_version", "labelled_positions_only_on_cpu"]
 
-TRL_VERSIONS = ">=1.15,<2"
+TRL_VERSIONS = ">=1.16,<2"
 
 
 def check_trl_version(version: str | None = None) -> None:

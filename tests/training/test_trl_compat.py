@@ -18,9 +18,27 @@ def test_the_checked_range_is_the_one_pyproject_declares():
     assert re.findall(r'^    "(trl[<>=!~][^"]*)",$', pyproject, flags=re.MULTILINE) == [f"trl{TRL_VERSIONS}"]
 
 
-@pytest.mark.parametrize("version", ["0.24.0", "1.14.2", "2.0.0"])
+def test_make_test_min_versions_installs_the_lowest_versions_pyproject_allows():
+    """`make test-min-versions` is what makes the lower bounds honest: it must install exactly those."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    root = Path(__file__).resolve().parents[2]
+    pins = re.search(r"^MIN_VERSIONS := (.*)$", (root / "Makefile").read_text(), flags=re.MULTILINE).group(1).split()
+    pinned = {name: Version(version) for name, version in (pin.split("==") for pin in pins)}
+    declared = re.findall(r'^    "([a-z_]+[<>=][^"]*)",', (root / "pyproject.toml").read_text(), flags=re.MULTILINE)
+    lowest = {}
+    for text in declared:
+        requirement = Requirement(text)
+        floors = [Version(spec.version) for spec in requirement.specifier if spec.operator == ">="]
+        lowest[requirement.name.replace("_", "-")] = floors[0]
+    assert set(pinned) == {"trl", "transformers", "peft", "accelerate", "datasets"}
+    assert {name: lowest[name] for name in pinned} == pinned
+
+
+@pytest.mark.parametrize("version", ["0.24.0", "1.15.0", "2.0.0"])
 def test_a_trl_outside_the_range_is_refused_naming_the_range(version):
-    with pytest.raises(ConfigError, match=rf"trl {version} is installed; .*trl>=1\.15,<2"):
+    with pytest.raises(ConfigError, match=rf"trl {version} is installed; .*trl>=1\.16,<2"):
         check_trl_version(version)
 
 
