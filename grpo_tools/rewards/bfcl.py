@@ -31,6 +31,8 @@ _PYTHON_TYPES: dict[str, type] = {
     "null": type(None),
 }
 _ONE_KIND = {name: (kind,) for name, kind in _PYTHON_TYPES.items()}
+_SCALARS = frozenset({str, int, bool})  # the types `BfclCall.error` compares inline (`_exact`)
+_SCALAR_KINDS = {name: kind for name, kind in _PYTHON_TYPES.items() if kind in _SCALARS}
 
 # `standardize_string`: delete spaces and ,./-_*^, lowercase, and read ' as ". The same on bytes for ASCII text,
 # about four times faster than `str.translate` with a mapping.
@@ -309,13 +311,17 @@ def _exact(schema: Any, options: list[Any]) -> tuple[type, list[Any], None] | No
     acceptable values as given (a value of that type is accepted as written when it equals one), and, for strings,
     a slot for their standardised spellings (`string_checker`), filled in when a value needs them. None for any other
     parameter."""
-    kinds = _kinds(schema)
-    if len(kinds) != 1 or kinds[0] not in (str, int, bool):
-        return None
-    kind, answer_type = kinds[0], _first_type(options)
+    declared = schema.get("type") if type(schema) is dict else None
+    kind = _SCALAR_KINDS.get(declared) if type(declared) is str else None  # the common case: one type, a dict hit
+    if kind is None:
+        kinds = _kinds(schema)
+        if len(kinds) != 1 or kinds[0] not in _SCALARS:
+            return None
+        kind = kinds[0]
+    answer_type = _first_type(options)
     if answer_type is not None and answer_type is not kind:  # `is_variable`
         return None
-    if kind is not str and not {str, int, bool}.issuperset(map(type, options)):
+    if kind is not str and not _SCALARS.issuperset(map(type, options)):
         return None
     return kind, options, None
 

@@ -8,6 +8,7 @@ A malformed *gold* row (answers, possible answers, tools) raises `GoldError` nam
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from grpo_tools.rewards import fastjson
@@ -50,7 +51,9 @@ class Verdict:
         return self.score >= 1.0
 
 
-@dataclass(frozen=True, slots=True)
+# `Signature` and `Gold` are made once per distinct row and never written to afterwards, but are not frozen: a frozen
+# dataclass's `__init__` sets each field through `object.__setattr__`, which showed in the time to score a row once.
+@dataclass(slots=True)
 class Signature:
     """What the rewards need of one offered tool: its parameters and which are required."""
 
@@ -58,7 +61,7 @@ class Signature:
     required: frozenset[str]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Gold:
     """A row's reference: the gold calls, and the raw `possible_answers` and `tools` columns, which are read lazily
     (a reward reads only what it needs: most never look at most tools)."""
@@ -141,7 +144,7 @@ def _possible(possible_answers: Any, calls: tuple[ToolCall, ...], row: str) -> t
         if not isinstance(entry, dict) or len(entry) != 1:
             raise GoldError(f"{row}: possible_answers[{index}] must be an object with exactly one function name")
         ((name, params),) = entry.items()
-        if not isinstance(params, dict) or not all(isinstance(values, list) for values in params.values()):
+        if not isinstance(params, dict) or not all(map(isinstance, params.values(), repeat(list))):
             raise GoldError(f"{row}: possible_answers[{index}].{name} must map each parameter to a list of values")
         entries.append((name, params))
     if len(entries) != len(calls):
@@ -218,8 +221,13 @@ def _fast_signature(tool: dict[str, Any]) -> Signature | None:
     if not isinstance(parameters, dict) or parameters.get("type") != "object":
         return None
     properties = parameters.get("properties", {})
-    if not isinstance(properties, dict) or None in map(types_of, properties.values()):
+    if not isinstance(properties, dict):
         return None
+    for schema in properties.values():
+        # `types_of(schema) is None`, with the common case (one standard type name) read inline.
+        declared = schema.get("type") if type(schema) is dict else None
+        if not (type(declared) is str and declared in _TYPE_SETS) and types_of(schema) is None:
+            return None
     return Signature(properties, frozenset(parameters.get("required", ())))
 
 

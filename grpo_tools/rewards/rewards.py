@@ -233,9 +233,13 @@ def score_bfcl(parsed: ParseResult, gold: Gold) -> Verdict:
         return Verdict(0.0, ("parse_error",) * len(parsed.errors))
     if not parsed.calls:
         return _WRONG["missed_call"]
+    calls = parsed.calls
+    # `check_bfcl`'s first rule, decided before the row's tools are read (the possible answers are, so that a row
+    # whose possible answers do not match its answers raises here as on every other output).
+    if len(calls) != len(gold.possible):
+        return _WRONG["wrong_count"]
     memo = gold.memoized
     prepared = memo["bfcl"] if "bfcl" in memo else _bfcl_gold(gold)
-    calls = parsed.calls
     # One gold call and one call: `simple_function_checker` alone (what `check_bfcl` does there), one call less.
     error = prepared[0].error(calls[0]) if len(calls) == 1 == len(prepared) else check_bfcl(calls, prepared)
     return _RIGHT if error is None else _WRONG[error]
