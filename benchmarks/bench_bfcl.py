@@ -47,7 +47,6 @@ from grpo_tools.rewards import bfcl, gold, rewards, tool_bfcl_reward
 
 # tool_bfcl at least as fast as BFCL's checker at one output a row, rows as `grpo-tools score` reads them (issue 39)
 TARGET_RATIO = 1.0
-)
 COLUMNS = ("tools", "answers", "possible_answers")
 
 
