@@ -278,12 +278,13 @@ def _score_batch(
     verdicts: list[Verdict] = []
     append = verdicts.append
     last_row: tuple[Any, Any, Any] | None = None
-    rows = zip(tools, answers, possible, strict=True)
+    # Answers first: where consecutive rows differ, they differ there soonest (rows often share their tools).
+    rows = zip(answers, possible, tools, strict=True)
     for i, (completion, row) in enumerate(zip(completions, rows, strict=True)):
         # trl passes the completions of one prompt together: a row equal to the last one (a comparison, cheaper
         # than hashing its columns again) reuses its gold.
         if row != last_row:
-            gold, last_row = make_gold(*row, row=_row_name(i, ids)), row
+            gold, last_row = make_gold(row[2], row[0], row[1], row=_row_name(i, ids)), row
         append(scorer(_parse(completion, gold), gold))
     log_metric = kwargs.get("log_metric")
     if log_metric is not None and verdicts:
