@@ -11,7 +11,7 @@ value of any declared type is accepted, and an untyped parameter is BFCL's `any`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -241,7 +241,7 @@ class BfclCall:
     one verdict reads."""
 
     name: str
-    required: tuple[str, ...]
+    required: Collection[str]  # the parameters the tool requires
     properties: dict[str, Any]  # the tool's parameter schemas
     acceptable: dict[str, list[Any]]  # the possible answer's acceptable values
     # Per parameter checked so far: `(type, acceptable values, standardised)` when comparing settles its values
@@ -298,11 +298,11 @@ class BfclCall:
 
 
 def prepare_bfcl(
-    name: str, acceptable: dict[str, list[Any]], properties: dict[str, Any] | None, required: Sequence[str]
+    name: str, acceptable: dict[str, list[Any]], properties: dict[str, Any] | None, required: Collection[str]
 ) -> BfclCall:
     """Prepare one gold call: its possible-answer entry and its tool's parameter schemas (None when the tool is not
     offered: then every given parameter is unexpected). Nothing is read from them until a call is checked."""
-    return BfclCall(name, tuple(required), properties or {}, acceptable, {}, None)
+    return BfclCall(name, required, properties or {}, acceptable, {}, None)
 
 
 def _exact(schema: Any, options: list[Any]) -> tuple[type, list[Any], None] | None:

@@ -214,9 +214,9 @@ def types_of(schema: Any) -> frozenset[str] | None:
     return names if names <= _JSON_SCHEMA_TYPES else None
 
 
-def _fast_signature(tool: dict[str, Any]) -> Signature | None:
-    """Read a canonical (OpenAI, JSON Schema) tool directly: the common case, and a hot path during training."""
-    function = tool.get("function", tool)
+def _fast_parameters(function: dict[str, Any]) -> tuple[dict[str, Any], frozenset[str]] | None:
+    """Read a canonical (OpenAI, JSON Schema) tool's parameters directly: the common case, and a hot path during
+    training. None when some parameter's schema is not standard JSON Schema."""
     parameters = function.get("parameters")
     if not isinstance(parameters, dict) or parameters.get("type") != "object":
         return None
@@ -228,19 +228,27 @@ def _fast_signature(tool: dict[str, Any]) -> Signature | None:
         declared = schema.get("type") if type(schema) is dict else None
         if not (type(declared) is str and declared in _TYPE_SETS) and types_of(schema) is None:
             return None
-    return Signature(properties, frozenset(parameters.get("required", ())))
+    return properties, frozenset(parameters.get("required", ()))
+
+
+def tool_parameters(tools: list[Any], name: str, row: str) -> tuple[dict[str, Any], frozenset[str]] | None:
+    """The parameter schemas and required names of the offered tool `name`, as `tool_signature` reads them, without
+    making a `Signature`; None when no such tool is offered."""
+    for tool in tools:
+        function = tool.get("function", tool) if isinstance(tool, dict) else None
+        if isinstance(function, dict) and function.get("name") == name:
+            fast = _fast_parameters(function)
+            if fast is not None:
+                return fast
+            break
+    signature = _normalized_signatures(tools, row).get(name)
+    return None if signature is None else (signature.params, signature.required)
 
 
 def tool_signature(tools: list[Any], name: str, row: str) -> Signature | None:
     """One tool's parameter specs; other dialects (BFCL, xLAM) go through full normalisation in `schemas`."""
-    for tool in tools:
-        function = tool.get("function", tool) if isinstance(tool, dict) else None
-        if isinstance(function, dict) and function.get("name") == name:
-            fast = _fast_signature(tool)
-            if fast is not None:
-                return fast
-            break
-    return _normalized_signatures(tools, row).get(name)
+    found = tool_parameters(tools, name, row)
+    return None if found is None else Signature(*found)
 
 
 def _normalized_signatures(tools: list[Any], row: str) -> dict[str, Signature]:

@@ -32,7 +32,7 @@ from grpo_tools.rewards.gold import (
     load_tool_list,
     make_gold,
     offered_tool_names,
-    tool_signature,
+    tool_parameters,
 )
 from grpo_tools.rewards.matching import (
     diagnose,
@@ -203,6 +203,9 @@ _RIGHT = Verdict(1.0)
 _WRONG = {kind: Verdict(0.0, (kind,)) for kind in ERROR_KINDS}  # one record per error kind, not per completion
 
 
+_UNREAD = object()
+
+
 def _bfcl_gold(gold: Gold) -> tuple[BfclCall, ...]:
     memo = gold.memoized
     if "bfcl" not in memo:
@@ -212,10 +215,13 @@ def _bfcl_gold(gold: Gold) -> tuple[BfclCall, ...]:
         tools = memo["tools"] if "tools" in memo else load_tool_list(gold.tools, gold.row)
         prepared = []
         for name, acceptable in gold.possible:
-            key = "signature:" + name
-            signature = memo[key] if key in memo else tool_signature(tools, name, gold.row)
-            properties, required = (signature.params, signature.required) if signature else (None, ())
-            prepared.append(prepare_bfcl(name, acceptable, properties, tuple(required)))
+            signature = memo.get("signature:" + name, _UNREAD)
+            if signature is _UNREAD:
+                found = tool_parameters(tools, name, gold.row)
+            else:
+                found = None if signature is None else (signature.params, signature.required)
+            properties, required = found or (None, ())
+            prepared.append(prepare_bfcl(name, acceptable, properties, required))
         memo["bfcl"] = tuple(prepared)
     return memo["bfcl"]
 
