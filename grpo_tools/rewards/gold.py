@@ -8,11 +8,11 @@ A malformed *gold* row (answers, possible answers, tools) raises `GoldError` nam
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 
 from grpo_tools.rewards import fastjson
 from grpo_tools.rewards.calls import ToolCall
+from grpo_tools.rewards.toolcall import new_call
 
 
 # The public API; the other names without a leading underscore are shared with `matching`, `rewards` and benchmarks.
@@ -121,18 +121,22 @@ def _gold_calls(answers: Any, row: str) -> tuple[ToolCall, ...]:
         raise GoldError(f"{row}: answers must be a list of {{name, arguments}}, got {type(answers).__name__}")
     calls = []
     for index, answer in enumerate(answers):
-        if not isinstance(answer, dict) or not isinstance(answer.get("name"), str):
+        name = answer.get("name") if isinstance(answer, dict) else None
+        if not isinstance(name, str):
             raise GoldError(f"{row}: answers[{index}] must be an object with a string 'name'")
-        arguments = _load_json(answer.get("arguments", {}), f"answers[{index}].arguments", row)
+        arguments = answer.get("arguments", {})
+        if isinstance(arguments, str):
+            arguments = _load_json(arguments, f"answers[{index}].arguments", row)
         if not isinstance(arguments, dict):
             raise GoldError(f"{row}: answers[{index}].arguments must be an object")
-        calls.append(ToolCall(answer["name"], arguments))
+        calls.append(new_call(name, arguments))
     return tuple(calls)
 
 
 def _possible(possible_answers: Any, calls: tuple[ToolCall, ...], row: str) -> tuple[tuple[str, dict], ...]:
     """BFCL acceptable values; derived from the gold calls (each value the only one, each given param required)."""
-    possible_answers = _load_json(possible_answers, "possible_answers", row)
+    if isinstance(possible_answers, str):
+        possible_answers = _load_json(possible_answers, "possible_answers", row)
     if possible_answers is None:
         return tuple(
             (call.name, {key: [_acceptable(value)] for key, value in call.arguments.items()}) for call in calls
@@ -144,9 +148,14 @@ def _possible(possible_answers: Any, calls: tuple[ToolCall, ...], row: str) -> t
         if not isinstance(entry, dict) or len(entry) != 1:
             raise GoldError(f"{row}: possible_answers[{index}] must be an object with exactly one function name")
         ((name, params),) = entry.items()
-        if not isinstance(params, dict) or not all(map(isinstance, params.values(), repeat(list))):
-            raise GoldError(f"{row}: possible_answers[{index}].{name} must map each parameter to a list of values")
-        entries.append((name, params))
+        if isinstance(params, dict):
+            for values in params.values():  # a loop: about twice as fast as all(...) at a few parameters
+                if not isinstance(values, list):
+                    break
+            else:
+                entries.append((name, params))
+                continue
+        raise GoldError(f"{row}: possible_answers[{index}].{name} must map each parameter to a list of values")
     if len(entries) != len(calls):
         raise GoldError(f"{row}: possible_answers has {len(entries)} entries but answers has {len(calls)} calls")
     return tuple(entries)
