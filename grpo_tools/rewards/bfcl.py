@@ -31,7 +31,7 @@ _PYTHON_TYPES: dict[str, type] = {
     "null": type(None),
 }
 _ONE_KIND = {name: (kind,) for name, kind in _PYTHON_TYPES.items()}
-_SCALARS = frozenset({str, int, bool})  # the types `BfclCall.error` compares inline (`_exact`)
+_SCALARS = frozenset({str, int, bool, float})  # the types `BfclCall.error` compares inline (`_exact`)
 _SCALAR_KINDS = {name: kind for name, kind in _PYTHON_TYPES.items() if kind in _SCALARS}
 
 # `standardize_string`: delete spaces and ,./-_*^, lowercase, and read ' as ". The same on bytes for ASCII text,
@@ -274,9 +274,11 @@ class BfclCall:
             # The common case, inline: a parameter of one type whose acceptable values are of that type.
             kind, written, standardised = check
             if type(value) is not kind:
-                return (
-                    "wrong_type"  # what `_Param.error` says of any other type, the acceptable values being of `kind`
-                )
+                if kind is float and type(value) is int:
+                    value = float(value)  # "Allow python auto conversion from int to float", as `_Param.error`
+                else:
+                    # What `_Param.error` says of any other type, the acceptable values being of `kind`.
+                    return "wrong_type"
             if value in written:
                 continue
             if kind is not str:
@@ -306,11 +308,11 @@ def prepare_bfcl(
 
 
 def _exact(schema: Any, options: list[Any]) -> tuple[type, list[Any], None] | None:
-    """What `BfclCall.error` checks inline for a parameter whose one type is a string, integer or boolean (a float
-    would need the int conversion) and whose acceptable values are of that type (not `is_variable`): the type, the
-    acceptable values as given (a value of that type is accepted as written when it equals one), and, for strings,
-    a slot for their standardised spellings (`string_checker`), filled in when a value needs them. None for any other
-    parameter."""
+    """What `BfclCall.error` checks inline for a parameter whose one type is a string, integer, boolean or number
+    (an integer given for a number is read as a float first) and whose acceptable values are of that type (not
+    `is_variable`): the type, the acceptable values as given (a value of that type is accepted as written when it
+    equals one), and, for strings, a slot for their standardised spellings (`string_checker`), filled in when a value
+    needs them. None for any other parameter."""
     declared = schema.get("type") if type(schema) is dict else None
     kind = _SCALAR_KINDS.get(declared) if type(declared) is str else None  # the common case: one type, a dict hit
     if kind is None:
