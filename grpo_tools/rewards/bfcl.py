@@ -247,7 +247,7 @@ class BfclCall:
     # Per parameter checked so far: `(type, acceptable values, standardised)` when comparing settles its values
     # (`_exact`; `standardised` is None until a value needs it), else its `_Param`.
     checks: dict[str, Any]
-    non_optional: tuple[str, ...] | None  # parameters whose acceptable values lack "", once a call reaches them
+    non_optional: list[str] | None  # parameters whose acceptable values lack "", once a call reaches them
 
     def error(self, call: ToolCall) -> str | None:
         """`simple_function_checker`: why BFCL rejects this call for this gold call; None when it accepts it."""
@@ -262,9 +262,10 @@ class BfclCall:
             check = checks.get(name)
             if check is None:
                 # Declared by the tool and in the possible answer, or unexpected (`simple_function_checker`).
-                if name not in self.properties or name not in self.acceptable:
+                options = self.acceptable.get(name)  # a list: `Gold.possible` checks them
+                if options is None or name not in self.properties:
                     return "unexpected_argument"
-                schema, options = self.properties[name], self.acceptable[name]
+                schema = self.properties[name]
                 check = checks[name] = _exact(schema, options) or _param(schema, options)
             if type(check) is not tuple:
                 error = check.error(value)
@@ -290,9 +291,7 @@ class BfclCall:
                 return "wrong_value"
         non_optional = self.non_optional
         if non_optional is None:
-            non_optional = self.non_optional = tuple(
-                key for key, options in self.acceptable.items() if "" not in options
-            )
+            non_optional = self.non_optional = [key for key, options in self.acceptable.items() if "" not in options]
         for name in non_optional:
             if name not in arguments:
                 return "missing_argument"
@@ -320,11 +319,11 @@ def _exact(schema: Any, options: list[Any]) -> tuple[type, list[Any], None] | No
         if len(kinds) != 1 or kinds[0] not in _SCALARS:
             return None
         kind = kinds[0]
-    answer_type = _first_type(options)
+    # `_first_type`, with the common case (a first option that is not "") read inline.
+    answer_type = type(options[0]) if options and options[0] != "" else _first_type(options)
     if answer_type is not None and answer_type is not kind:  # `is_variable`
         return None
-    if kind is not str and not _SCALARS.issuperset(map(type, options)):
-        return None
+    # Acceptable values of other types need no care: `_Param.error` too compares a value of `kind` with them as given.
     return kind, options, None
 
 
