@@ -5,14 +5,20 @@ Every case of the AST categories of the installed bfcl-eval, each with model out
 (the gold answer, every acceptable value, wrong types, string variants, dropped and extra parameters and calls). For
 each group size k, every case gets k of its outputs (drawn with a fixed seed, repeated where it has fewer), so each
 row's preparation is spread over k outputs. BFCL's `ast_checker` checks the decoded calls, as its evaluation does after
-its decoder; `tool_bfcl` reads each output as Hermes text through the trl reward function, parsing included, in
-batches as `GRPOTrainer` passes them: the completions of one prompt together, each with its own copy of the row's JSON
-columns, as trl fetches them.
+its decoder, against the case's function descriptions as its evaluation reads them from its data file (parsed JSON);
+`tool_bfcl` reads each output as Hermes text through the trl reward function, parsing included (BFCL's decoder is not
+timed), in batches as `GRPOTrainer` passes them: the completions of one prompt together.
+
+The row's columns reach `tool_bfcl` in the form each way of scoring hands them over:
+- `rows`: parsed, as `grpo-tools score` reads each data line with `json.loads` before scoring it, and as BFCL's
+  checker gets its function descriptions and possible answers. Measured at one output a row, where scoring runs.
+- `json`: each completion with its own copy of the row's JSON strings, as trl fetches the dataset columns
+  (`prompts.prompt_dataset` stores them as JSON); `tool_bfcl` parses them itself. Measured at every group size.
 
 Both sides are treated alike: each is warmed once, then timed three times, interleaved so that a busy machine slows
 both alike, and the best pass counts. Before each of our passes our caches are emptied (prepared rows, standardised
-strings, normalised tools) and the row columns are new string objects, so every pass prepares every row again, as a
-fresh process reads them; BFCL's checker keeps nothing between calls.
+strings, normalised tools) and the row columns are new objects (new strings, or freshly parsed rows), so every pass
+prepares every row again, as a fresh process reads them; BFCL's checker keeps nothing between calls.
 
     .venv/bin/python benchmarks/bench_bfcl.py [--groups 1 4 16] [--repeats 3] [--batch 64]
         [--output benchmarks/results/bfcl.json]
@@ -39,7 +45,8 @@ import bfcl_reference
 from grpo_tools.rewards import bfcl, gold, rewards, tool_bfcl_reward
 
 
-TARGET_RATIO = 1.0  # tool_bfcl at least as fast as BFCL's checker at one output a row (issue 39)
+# tool_bfcl at least as fast as BFCL's checker at one output a row, rows as `grpo-tools score` reads them (issue 39)
+TARGET_RATIO = 1.0
 COLUMNS = ("tools", "answers", "possible_answers")
 
 
@@ -87,10 +94,18 @@ def grouped(loaded: list, group: int, seed: int = 0) -> tuple[list, dict[str, li
     return reference, columns
 
 
-def measure(loaded: list, group: int, checker: Any, batch: int, repeats: int) -> dict[str, Any]:
-    """Checks a second on each side (best of `repeats`, after one warm-up pass each) and the verdicts that differ."""
+def _parsed(text: str | None) -> Any:
+    """A row column as `grpo-tools score` hands it over: read from its JSON."""
+    return None if text is None else json.loads(text)
+
+
+def measure(loaded: list, group: int, form: str, checker: Any, batch: int, repeats: int) -> dict[str, Any]:
+    """Checks a second on each side (best of `repeats`, after one warm-up pass each) and the verdicts that differ;
+    `form` is how the row columns reach `tool_bfcl`: "rows" (parsed) or "json" (JSON strings)."""
     reference, columns = grouped(loaded, group)
     size = len(reference)
+    texts = {key: columns[key] for key in COLUMNS}
+    fresh = _parsed if form == "rows" else _copy
 
     def run_bfcl() -> list[bool]:
         return [bfcl_reference.bfcl_verdict(checker, case, decoded) for case, decoded in reference]
@@ -104,7 +119,7 @@ def measure(loaded: list, group: int, checker: Any, batch: int, repeats: int) ->
     def prepare_ours() -> None:
         empty_caches()
         for key in COLUMNS:
-            columns[key] = [_copy(text) for text in columns[key]]
+            columns[key] = [fresh(text) for text in texts[key]]
 
     sides: dict[str, tuple[Callable[[], None] | None, Callable[[], list]]] = {
         "bfcl": (None, run_bfcl),
@@ -132,6 +147,7 @@ def measure(loaded: list, group: int, checker: Any, batch: int, repeats: int) ->
     rates = {name: size / min(values) for name, values in seconds.items()}
     return {
         "outputs_per_row": group,
+        "form": form,
         "outputs": size,
         "checks_per_second": rates,
         "seconds": seconds,
@@ -150,29 +166,33 @@ def main() -> None:
 
     checker = bfcl_reference.load_ast_checker()
     loaded = load_cases(bfcl_reference.AST_CATEGORIES)
-    results = [measure(loaded, group, checker, args.batch, args.repeats) for group in args.groups]
+    # One output a row is scoring's case: measured with the rows parsed, as `grpo-tools score` hands them, and with
+    # trl's JSON columns; groups are trl's case.
+    runs = [(group, form) for group in args.groups for form in (("rows", "json") if group == 1 else ("json",))]
+    results = [measure(loaded, group, form, checker, args.batch, args.repeats) for group, form in runs]
 
     print(
         f"BFCL: {len(loaded):,} cases of {len(bfcl_reference.AST_CATEGORIES)} AST categories; "
         f"best of {args.repeats} passes a side"
     )
     print(
-        f"{'outputs a row':>14}{'outputs':>9}{'BFCL checks/s':>15}{'tool_bfcl checks/s':>20}{'ratio':>8}{'differ':>8}"
+        f"{'outputs a row':>14}{'columns':>8}{'outputs':>9}{'BFCL checks/s':>15}{'tool_bfcl checks/s':>20}"
+        f"{'ratio':>8}{'differ':>8}"
     )
     for result in results:
         rates = result["checks_per_second"]
         print(
-            f"{result['outputs_per_row']:>14}{result['outputs']:>9,}{rates['bfcl']:>15,.0f}{rates['tool_bfcl']:>20,.0f}"
-            f"{result['ratio']:>7.2f}x{result['disagreements']:>8}"
+            f"{result['outputs_per_row']:>14}{result['form']:>8}{result['outputs']:>9,}{rates['bfcl']:>15,.0f}"
+            f"{rates['tool_bfcl']:>20,.0f}{result['ratio']:>7.2f}x{result['disagreements']:>8}"
         )
     print(
-        "BFCL: ast_checker on decoded calls; tool_bfcl: Hermes text through the trl reward function, rows prepared "
-        "afresh each pass"
+        "BFCL: ast_checker on decoded calls and parsed function descriptions; tool_bfcl: Hermes text through the trl "
+        "reward function, rows parsed (as `grpo-tools score`) or JSON columns (as trl), prepared afresh each pass"
     )
-    single = next((result for result in results if result["outputs_per_row"] == 1), None)
+    single = next((result for result in results if (result["outputs_per_row"], result["form"]) == (1, "rows")), None)
     if single is not None:
         verdict = "ok" if single["ratio"] >= TARGET_RATIO else "BELOW TARGET"
-        print(f"target: ratio at 1 output a row >= {TARGET_RATIO}x: {verdict}")
+        print(f"target: ratio at 1 output a row, rows as `grpo-tools score` reads them, >= {TARGET_RATIO}x: {verdict}")
 
     summary = {
         "cases": len(loaded),

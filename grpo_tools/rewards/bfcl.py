@@ -11,7 +11,7 @@ value of any declared type is accepted, and an untyped parameter is BFCL's `any`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,8 @@ _PYTHON_TYPES: dict[str, type] = {
     "null": type(None),
 }
 _ONE_KIND = {name: (kind,) for name, kind in _PYTHON_TYPES.items()}
+_SCALARS = frozenset({str, int, bool, float})  # the types `BfclCall.error` compares inline (`_exact`)
+_SCALAR_KINDS = {name: kind for name, kind in _PYTHON_TYPES.items() if kind in _SCALARS}
 
 # `standardize_string`: delete spaces and ,./-_*^, lowercase, and read ' as ". The same on bytes for ASCII text,
 # about four times faster than `str.translate` with a mapping.
@@ -239,13 +241,13 @@ class BfclCall:
     one verdict reads."""
 
     name: str
-    required: tuple[str, ...]
+    required: Collection[str]  # the parameters the tool requires
     properties: dict[str, Any]  # the tool's parameter schemas
     acceptable: dict[str, list[Any]]  # the possible answer's acceptable values
     # Per parameter checked so far: `(type, acceptable values, standardised)` when comparing settles its values
     # (`_exact`; `standardised` is None until a value needs it), else its `_Param`.
     checks: dict[str, Any]
-    non_optional: tuple[str, ...] | None  # parameters whose acceptable values lack "", once a call reaches them
+    non_optional: list[str] | None  # parameters whose acceptable values lack "", once a call reaches them
 
     def error(self, call: ToolCall) -> str | None:
         """`simple_function_checker`: why BFCL rejects this call for this gold call; None when it accepts it."""
@@ -260,9 +262,10 @@ class BfclCall:
             check = checks.get(name)
             if check is None:
                 # Declared by the tool and in the possible answer, or unexpected (`simple_function_checker`).
-                if name not in self.properties or name not in self.acceptable:
+                options = self.acceptable.get(name)  # a list: `Gold.possible` checks them
+                if options is None or name not in self.properties:
                     return "unexpected_argument"
-                schema, options = self.properties[name], self.acceptable[name]
+                schema = self.properties[name]
                 check = checks[name] = _exact(schema, options) or _param(schema, options)
             if type(check) is not tuple:
                 error = check.error(value)
@@ -272,9 +275,11 @@ class BfclCall:
             # The common case, inline: a parameter of one type whose acceptable values are of that type.
             kind, written, standardised = check
             if type(value) is not kind:
-                return (
-                    "wrong_type"  # what `_Param.error` says of any other type, the acceptable values being of `kind`
-                )
+                if kind is float and type(value) is int:
+                    value = float(value)  # "Allow python auto conversion from int to float", as `_Param.error`
+                else:
+                    # What `_Param.error` says of any other type, the acceptable values being of `kind`.
+                    return "wrong_type"
             if value in written:
                 continue
             if kind is not str:
@@ -286,9 +291,7 @@ class BfclCall:
                 return "wrong_value"
         non_optional = self.non_optional
         if non_optional is None:
-            non_optional = self.non_optional = tuple(
-                key for key, options in self.acceptable.items() if "" not in options
-            )
+            non_optional = self.non_optional = [key for key, options in self.acceptable.items() if "" not in options]
         for name in non_optional:
             if name not in arguments:
                 return "missing_argument"
@@ -296,27 +299,31 @@ class BfclCall:
 
 
 def prepare_bfcl(
-    name: str, acceptable: dict[str, list[Any]], properties: dict[str, Any] | None, required: Sequence[str]
+    name: str, acceptable: dict[str, list[Any]], properties: dict[str, Any] | None, required: Collection[str]
 ) -> BfclCall:
     """Prepare one gold call: its possible-answer entry and its tool's parameter schemas (None when the tool is not
     offered: then every given parameter is unexpected). Nothing is read from them until a call is checked."""
-    return BfclCall(name, tuple(required), properties or {}, acceptable, {}, None)
+    return BfclCall(name, required, properties or {}, acceptable, {}, None)
 
 
 def _exact(schema: Any, options: list[Any]) -> tuple[type, list[Any], None] | None:
-    """What `BfclCall.error` checks inline for a parameter whose one type is a string, integer or boolean (a float
-    would need the int conversion) and whose acceptable values are of that type (not `is_variable`): the type, the
-    acceptable values as given (a value of that type is accepted as written when it equals one), and, for strings,
-    a slot for their standardised spellings (`string_checker`), filled in when a value needs them. None for any other
-    parameter."""
-    kinds = _kinds(schema)
-    if len(kinds) != 1 or kinds[0] not in (str, int, bool):
-        return None
-    kind, answer_type = kinds[0], _first_type(options)
+    """What `BfclCall.error` checks inline for a parameter whose one type is a string, integer, boolean or number
+    (an integer given for a number is read as a float first) and whose acceptable values are of that type (not
+    `is_variable`): the type, the acceptable values as given (a value of that type is accepted as written when it
+    equals one), and, for strings, a slot for their standardised spellings (`string_checker`), filled in when a value
+    needs them. None for any other parameter."""
+    declared = schema.get("type") if type(schema) is dict else None
+    kind = _SCALAR_KINDS.get(declared) if type(declared) is str else None  # the common case: one type, a dict hit
+    if kind is None:
+        kinds = _kinds(schema)
+        if len(kinds) != 1 or kinds[0] not in _SCALARS:
+            return None
+        kind = kinds[0]
+    # `_first_type`, with the common case (a first option that is not "") read inline.
+    answer_type = type(options[0]) if options and options[0] != "" else _first_type(options)
     if answer_type is not None and answer_type is not kind:  # `is_variable`
         return None
-    if kind is not str and not {str, int, bool}.issuperset(map(type, options)):
-        return None
+    # Acceptable values of other types need no care: `_Param.error` too compares a value of `kind` with them as given.
     return kind, options, None
 
 

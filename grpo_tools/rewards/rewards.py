@@ -32,7 +32,7 @@ from grpo_tools.rewards.gold import (
     load_tool_list,
     make_gold,
     offered_tool_names,
-    tool_signature,
+    tool_parameters,
 )
 from grpo_tools.rewards.matching import (
     diagnose,
@@ -203,6 +203,9 @@ _RIGHT = Verdict(1.0)
 _WRONG = {kind: Verdict(0.0, (kind,)) for kind in ERROR_KINDS}  # one record per error kind, not per completion
 
 
+_UNREAD = object()
+
+
 def _bfcl_gold(gold: Gold) -> tuple[BfclCall, ...]:
     memo = gold.memoized
     if "bfcl" not in memo:
@@ -212,10 +215,13 @@ def _bfcl_gold(gold: Gold) -> tuple[BfclCall, ...]:
         tools = memo["tools"] if "tools" in memo else load_tool_list(gold.tools, gold.row)
         prepared = []
         for name, acceptable in gold.possible:
-            key = "signature:" + name
-            signature = memo[key] if key in memo else tool_signature(tools, name, gold.row)
-            properties, required = (signature.params, signature.required) if signature else (None, ())
-            prepared.append(prepare_bfcl(name, acceptable, properties, tuple(required)))
+            signature = memo.get("signature:" + name, _UNREAD)
+            if signature is _UNREAD:
+                found = tool_parameters(tools, name, gold.row)
+            else:
+                found = None if signature is None else (signature.params, signature.required)
+            properties, required = found or (None, ())
+            prepared.append(prepare_bfcl(name, acceptable, properties, required))
         memo["bfcl"] = tuple(prepared)
     return memo["bfcl"]
 
@@ -233,9 +239,13 @@ def score_bfcl(parsed: ParseResult, gold: Gold) -> Verdict:
         return Verdict(0.0, ("parse_error",) * len(parsed.errors))
     if not parsed.calls:
         return _WRONG["missed_call"]
+    calls = parsed.calls
+    # `check_bfcl`'s first rule, decided before the row's tools are read (the possible answers are, so that a row
+    # whose possible answers do not match its answers raises here as on every other output).
+    if len(calls) != len(gold.possible):
+        return _WRONG["wrong_count"]
     memo = gold.memoized
     prepared = memo["bfcl"] if "bfcl" in memo else _bfcl_gold(gold)
-    calls = parsed.calls
     # One gold call and one call: `simple_function_checker` alone (what `check_bfcl` does there), one call less.
     error = prepared[0].error(calls[0]) if len(calls) == 1 == len(prepared) else check_bfcl(calls, prepared)
     return _RIGHT if error is None else _WRONG[error]
@@ -274,12 +284,13 @@ def _score_batch(
     verdicts: list[Verdict] = []
     append = verdicts.append
     last_row: tuple[Any, Any, Any] | None = None
-    rows = zip(tools, answers, possible, strict=True)
+    # Answers first: where consecutive rows differ, they differ there soonest (rows often share their tools).
+    rows = zip(answers, possible, tools, strict=True)
     for i, (completion, row) in enumerate(zip(completions, rows, strict=True)):
         # trl passes the completions of one prompt together: a row equal to the last one (a comparison, cheaper
         # than hashing its columns again) reuses its gold.
         if row != last_row:
-            gold, last_row = make_gold(*row, row=_row_name(i, ids)), row
+            gold, last_row = make_gold(row[2], row[0], row[1], row=_row_name(i, ids)), row
         append(scorer(_parse(completion, gold), gold))
     log_metric = kwargs.get("log_metric")
     if log_metric is not None and verdicts:
