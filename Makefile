@@ -102,7 +102,8 @@ train-tiny: $(TINY)/config.json
 
 # Every row of BFCL's held-out non-live simple_python, multiple and irrelevance (839: check-data rejects one) before
 # GRPO (the warm start) and after (its LoRA adapter), greedy, by BFCL's rules, beside published small models;
-# bfcl_summary.json and the predictions land in $(BFCL_OUT). Another model: make eval-bfcl BFCL_BEFORE=MODEL_FOLDER BFCL_AFTER=ADAPTER_FOLDER.
+# bfcl_summary.json and the predictions land in $(BFCL_OUT).
+# Another model: make eval-bfcl BFCL_BEFORE=MODEL_FOLDER BFCL_AFTER=ADAPTER_FOLDER.
 BFCL_BEFORE ?= outputs/smollm2-bfcl/warmup
 BFCL_AFTER ?= outputs/smollm2-bfcl
 BFCL_DATA ?= $(BFCL_TASK)/eval_full.jsonl
