@@ -11,6 +11,8 @@ from grpo_tools.data.prompts import gold_completion, load_rows, render_prompt
 from grpo_tools.rewards import make_gold, score_completion
 
 
+pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (`make install` installs it)")
+
 SIZES = {
     "dev": {"live_simple": 5, "live_multiple": 5, "live_irrelevance": 5},
     "train": {"live_simple": 10, "live_multiple": 20, "live_irrelevance": 10},

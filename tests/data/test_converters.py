@@ -5,6 +5,7 @@ codes. Converted rows must also pass the linter."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -593,6 +594,14 @@ def test_convert_fails_when_nothing_converts(tmp_path: Path, capsys: pytest.Capt
     assert "converted 0 rows from 3 source rows; 3 source rows could not be converted" in captured.out
 
 
+# A category name is read from the installed bfcl-eval; without it, the message says that instead.
+NO_SUCH_CATEGORY = (
+    "no_such_category: no such BFCL category in"
+    if importlib.util.find_spec("bfcl_eval")
+    else "no_such_category: no such file, and bfcl-eval is not installed to read it as a BFCL category"
+)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -601,7 +610,7 @@ def test_convert_fails_when_nothing_converts(tmp_path: Path, capsys: pytest.Capt
             ["--from", "bfcl", "{tmp}/BFCL_v3_parallel.json"],
             "no possible-answer file at {tmp}/possible_answer/BFCL_v3_parallel.json",
         ),
-        (["--from", "bfcl", "no_such_category"], "no_such_category: no such BFCL category in"),
+        (["--from", "bfcl", "no_such_category"], NO_SUCH_CATEGORY),
         (["--from", "bfcl", str(BFCL_PARALLEL), "--answers", "{tmp}/nope.json"], "{tmp}/nope.json: no such file"),
         (["--from", "bfcl", "{tmp}/BFCL_v3_multi_turn_base.json"], "has no gold calls to convert"),
         (["--from", "openai", str(SOURCES / "openai.jsonl"), "-o", "{tmp}/file/out.jsonl"], "cannot be written"),

@@ -107,7 +107,9 @@ def test_two_processes_feed_their_controllers_the_same_kl(tiny_model_dir, small_
         [*launcher, str(script), tiny_model_dir, small_data["train"], str(tmp_path)],
         capture_output=True,
         text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        # CUDA hidden: this is the CPU path over gloo. With one GPU visible (an H100), rank 1 failed and rank 0's
+        # barrier lost it; accelerate's barrier passes device_ids=[local rank], and there is no device 1
+        env={**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""},
         timeout=600,  # a hung rank fails the test instead of the whole run; it takes 1-2 minutes under load
     )
     assert result.returncode == 0, result.stderr[-3000:]
