@@ -257,7 +257,8 @@ class ToolScriptArguments(ScriptArguments):
     dataset_name: str | None = field(
         default=None,
         metadata={
-            "help": "Training data: a canonical JSONL/JSON/Parquet file, or a Hugging Face dataset of such rows."
+            "help": "Training data: a canonical JSONL file (`grpo-tools convert` writes one), or a Hugging Face "
+            "dataset of such rows (its train split)."
         },
     )
     eval_data: str | None = field(
