@@ -108,7 +108,7 @@ def test_two_processes_feed_their_controllers_the_same_kl(tiny_model_dir, small_
         capture_output=True,
         text=True,
         # CUDA hidden: this is the CPU path over gloo. With one GPU visible (an H100), rank 1 failed and rank 0's
-        # barrier lost it; accelerate's barrier passes device_ids=[local rank], and there is no device 1
+        # barrier lost it; likely because accelerate's barrier passes device_ids=[local rank] and there is no device 1
         env={**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""},
         timeout=600,  # a hung rank fails the test instead of the whole run; it takes 1-2 minutes under load
     )
