@@ -561,3 +561,41 @@ def test_the_sft_arm_stops_at_the_first_step_past_its_seconds(tiny_model_dir, ca
     assert result["arm"] == "sft" and result["steps"] == 1 and result["epochs"] == pytest.approx(0.25)
     (point,) = result["held_out"]
     assert set(point["by_category"]) == {"simple", "irrelevance"} and point["calls"] is not None
+
+
+def test_restyled_names_change_in_tools_answers_and_possible_answers_together(tmp_path):
+    """The restyling probe renames each function alike wherever the row names it, keeps its words, and draws the
+    same styles for the same seed."""
+    row = {
+        "id": "live_multiple_1-1-0",
+        "messages": [{"role": "user", "content": "Find vegan food near Lyon"}],
+        "tools": [
+            {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
+            for name in ("vegan_restaurant.find_nearby", "ProjectApi.get_project", "play_song")
+        ],
+        "answers": [{"name": "vegan_restaurant.find_nearby", "arguments": {"location": "Lyon"}}],
+        "possible_answers": [{"vegan_restaurant.find_nearby": {"location": ["Lyon"]}}],
+    }
+    source = tmp_path / "rows.jsonl"
+    source.write_text(json.dumps(row) + "\n" + json.dumps({**row, "id": "live_multiple_2-1-0"}) + "\n")
+    script = BENCHMARKS / "restyle_names.py"
+    firsts = []
+    for attempt in ("a", "b"):
+        target = tmp_path / f"restyled_{attempt}.jsonl"
+        subprocess.run([sys.executable, str(script), str(source), str(target), "--seed", "3"], check=True)
+        firsts.append(target.read_text())
+    assert firsts[0] == firsts[1]  # the same seed, the same names
+    restyled = [json.loads(line) for line in firsts[0].splitlines()]
+    assert len(restyled) == 2
+    renamed_any = False
+    for new in restyled:
+        names = [tool["function"]["name"] for tool in new["tools"]]
+        [answer] = new["answers"]
+        [possible] = new["possible_answers"]
+        assert answer["name"] == names[0] and list(possible) == [names[0]]
+        assert answer["arguments"] == {"location": "Lyon"} and possible[names[0]] == {"location": ["Lyon"]}
+        words = [re.findall(r"[a-z]+", re.sub(r"([A-Z])", r"_\1", name).lower()) for name in names]
+        assert words == [["vegan", "restaurant", "find", "nearby"], ["project", "api", "get", "project"],
+                         ["play", "song"]]  # fmt: skip
+        renamed_any = renamed_any or names != [tool["function"]["name"] for tool in row["tools"]]
+    assert renamed_any

@@ -132,6 +132,15 @@ class ToolGRPOConfig(GRPOConfig):
             "call-or-not decision: `<` of `<tool_call>` or the first word of a reply."
         },
     )
+    negative_advantage_scale: float = field(
+        default=1.0,
+        metadata={
+            "help": "Negative advantages are multiplied by this (0 to 1) before the loss: below 1, completions worse "
+            "than their group's baseline are pushed down less than better ones are pulled up, as Arnal et al. (2025, "
+            "asymmetric REINFORCE) argue off-policy updates should; 0 trains on the better completions alone. 1 is "
+            "GRPO as it is."
+        },
+    )
     gold_in_group: bool = field(
         default=False,
         metadata={
@@ -244,6 +253,8 @@ class ToolGRPOConfig(GRPOConfig):
             raise ConfigError(f"gold_baseline must be group or samples, got {self.gold_baseline!r}")
         if self.gold_baseline != "group" and not self.gold_in_group:
             raise ConfigError("gold_baseline: samples needs gold_in_group: true (without gold turns there is no gold)")
+        if not 0.0 <= self.negative_advantage_scale <= 1.0:
+            raise ConfigError(f"negative_advantage_scale must be in [0, 1], got {self.negative_advantage_scale}")
         if self.cpu_fast_path not in ("auto", "on", "off"):
             raise ConfigError(f"cpu_fast_path must be auto, on or off, got {self.cpu_fast_path!r}")
         if self.cpu_fast_path == "on" and not (self.use_cpu or not _cuda_available()):

@@ -15,7 +15,8 @@ disabled as the reference, accelerate / DeepSpeed / FSDP). What this adds:
 - zero-variance filtering (`skip_zero_std_groups`, `_keep_informative`): the reference pass and the policy's forward
   and backward passes run only on groups whose rewards differ, as DAPO's dynamic sampling filters (Yu et al., 2025),
   without its resampling;
-- `kl_only_tokens` and `add_reward_func` (rewards weighted outside `reward_funcs`).
+- `kl_only_tokens`, `negative_advantage_scale` (negative advantages scaled before the loss) and `add_reward_func`
+  (rewards weighted outside `reward_funcs`).
 On the CPU, sampling and log-probabilities go through `grpo_tools.fastpath` (`cpu_fast_path`); off, trl's own path
 runs. trl's private names are reached through `trl_compat` alone.
 """
@@ -98,9 +99,14 @@ class ToolGRPOTrainer(GRPOHooks):
         # With `gold_in_group`: the gold turn of each row of the batch being generated, in trl's order.
         self._gold_texts: list[str | None] | None = None
 
-    # Loss: the first tokens left to the KL term, the divergence guard, adaptive KL.
+    # Loss: negative advantages scaled, the first tokens left to the KL term, the divergence guard, adaptive KL.
     def policy_loss(self, model: torch.nn.Module, inputs: dict[str, Any]) -> torch.Tensor:
         held = getattr(self.args, "kl_only_tokens", 0)
+        negative_scale = getattr(self.args, "negative_advantage_scale", 1.0)
+        if negative_scale != 1.0:
+            advantages = inputs["advantages"]
+            advantages = torch.where(advantages < 0, advantages * negative_scale, advantages)
+            inputs = {**inputs, "advantages": advantages}
         if held > 0:
             # trl takes (B, T) advantages as they are; zero ones leave a token only its KL term.
             advantages = inputs["advantages"]

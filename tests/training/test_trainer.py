@@ -228,6 +228,7 @@ def test_skipping_zero_std_groups_trains_on_exactly_the_groups_whose_rewards_dif
         ({"beta": 0.0}, "adaptive_kl needs a starting beta > 0"),
         ({"kl_target": 0.0}, "kl_target must be > 0"),
         ({"kl_only_tokens": -1}, "kl_only_tokens must be >= 0"),
+        ({"negative_advantage_scale": 1.5}, r"negative_advantage_scale must be in \[0, 1\], got 1.5"),
         ({"kl_min": 0.1}, "need 0 < kl_min <= beta <= kl_max"),
         ({"reward_funcs": ["tool_magic"]}, "unknown reward_funcs"),
         ({"reward_funcs": ["tool_exact"], "reward_weights": [1.0, 2.0]}, "reward_weights has 2 values"),
@@ -353,9 +354,26 @@ def test_gold_in_group_makes_the_last_completion_of_each_group_the_rows_gold_tur
     assert trainer.state.log_history[0]["rewards/recording_exact/mean"] == pytest.approx(0.25)
 
 
+def advantages_the_loss_sees(trainer, monkeypatch):
+    """Train `trainer` and return, largest first, the advantages that reached trl's loss (after ours adjusted them);
+    trl shuffles the rows before the loss, so their order is not the groups'."""
+    from trl import GRPOTrainer
+
+    seen = []
+    compute_loss = GRPOTrainer._compute_loss
+
+    def recording_compute_loss(self, model, inputs):
+        seen.append(inputs["advantages"].detach().clone())
+        return compute_loss(self, model, inputs)
+
+    monkeypatch.setattr(GRPOTrainer, "_compute_loss", recording_compute_loss)
+    trainer.train()
+    return torch.cat(seen).flatten().sort(descending=True).values
+
+
 @pytest.mark.parametrize("baseline", ["group", "samples"])
 def test_gold_baseline_decides_whether_the_gold_turn_pushes_the_samples_down(
-    baseline, tiny_model_dir, small_data, tmp_path
+    baseline, tiny_model_dir, small_data, tmp_path, monkeypatch
 ):
     """The tiny model's samples all score 0 and each gold turn 1: measured against the whole group, every sample gets
     a negative advantage; measured against the samples, none does, and the gold turn keeps a positive one."""
@@ -363,21 +381,26 @@ def test_gold_baseline_decides_whether_the_gold_turn_pushes_the_samples_down(
         tiny_model_dir, small_data["train"], tmp_path, reward_funcs=get_reward_funcs(["tool_exact"]),
         gold_in_group=True, gold_baseline=baseline, max_steps=1, max_completion_length=160,
     )  # fmt: skip
-    seen = []
-    compute_loss = trainer.compute_loss
-
-    def recording_compute_loss(model, inputs, *args, **kwargs):
-        seen.append(inputs["advantages"].detach().clone())
-        return compute_loss(model, inputs, *args, **kwargs)
-
-    trainer.compute_loss = recording_compute_loss
-    trainer.train()
-    advantages = torch.cat(seen).flatten().sort(descending=True).values  # trl shuffles the rows before the loss
+    advantages = advantages_the_loss_sees(trainer, monkeypatch)
     assert advantages.numel() == 8 and (advantages[:2] > 0).all()  # one gold turn in each of the two groups
     if baseline == "group":
         assert (advantages[2:] < 0).all()
     else:
         assert advantages[2:].abs().max().item() == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.5, 0.0])
+def test_negative_advantage_scale_shrinks_only_the_push_down(scale, tiny_model_dir, small_data, tmp_path, monkeypatch):
+    """Each group is three samples scoring 0 and the gold turn scoring 1: trl's advantages are -0.5 for each sample
+    and 1.5 for the gold turn (mean 0.25, standard deviation 0.5). The loss sees the samples' scaled, the gold turn's
+    as it was."""
+    trainer = make_trainer(
+        tiny_model_dir, small_data["train"], tmp_path, reward_funcs=get_reward_funcs(["tool_exact"]),
+        gold_in_group=True, negative_advantage_scale=scale, max_steps=1, max_completion_length=160,
+    )  # fmt: skip
+    advantages = advantages_the_loss_sees(trainer, monkeypatch)
+    assert advantages[:2].tolist() == pytest.approx([1.5, 1.5], abs=1e-3)
+    assert advantages[2:].tolist() == pytest.approx([-0.5 * scale] * 6, abs=1e-3)
 
 
 def test_gold_in_group_refuses_multi_turn_rows(tmp_path):
