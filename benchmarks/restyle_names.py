@@ -4,8 +4,10 @@ copy the names it is offered rather than the style of the names it was trained o
 Each name is split into lower-case words (at dots, underscores, hyphens and camelCase humps) and rejoined in one of
 five styles, drawn per name and row by `--seed`: snake_case, camelCase, PascalCase, a dotted namespace
 (`weather.get_current`) or Capital_Snake. The new name replaces the old one in the row's tools, its gold answers and
-its BFCL possible answers alike, so every row scores as it did. A name whose restyled form another name of the same
-row already took keeps its own form. What docs/findings.md ran on the BFCL task's GRPO split:
+its BFCL possible answers alike, so every row scores as it did. A name whose restyled form is already another of the
+row's names, old or new, keeps its own, so a row never offers two functions of one name. A row without a list of
+tools, each with a function name, is refused with its file, row and field. What docs/findings.md ran on the BFCL
+task's GRPO split:
 
     .venv/bin/python benchmarks/restyle_names.py outputs/bfcl-task/train.jsonl outputs/train_restyled.jsonl --seed 0
 """
@@ -38,17 +40,39 @@ def words_of(name: str) -> list[str]:
     return found or [name]
 
 
+def _offered_names(row: Any) -> list[str]:
+    """The function names `row` offers, sorted; ValueError naming the field where the row has none to offer."""
+    if not isinstance(row, dict):
+        raise ValueError("not a JSON object")
+    tools = row.get("tools")
+    if not isinstance(tools, list):
+        raise ValueError("field 'tools': not a list")
+    names = []
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"field 'tools[{index}].function.name': missing or not a string")
+        names.append(name)
+    for index, answer in enumerate(row.get("answers") or []):
+        if not isinstance(answer, dict) or not isinstance(answer.get("name"), str):
+            raise ValueError(f"field 'answers[{index}].name': missing or not a string")
+    return sorted(set(names))
+
+
 def restyle_row(row: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    """`row` with each offered function's name restyled, in its tools, answers and possible answers."""
+    """`row` with each offered function's name restyled, in its tools, answers and possible answers; ValueError
+    naming the field where the row offers no function names to restyle."""
+    names = _offered_names(row)
     mapping: dict[str, str] = {}
-    for name in sorted({tool["function"]["name"] for tool in row["tools"]}):
-        style = STYLES[rng.choice(list(STYLES))]
-        new = style(words_of(name))
-        mapping[name] = name if new in mapping.values() else new
+    for name in names:
+        new = STYLES[rng.choice(list(STYLES))](words_of(name))
+        taken = new in mapping.values() or (new != name and new in names)
+        mapping[name] = name if taken else new
     restyled = json.loads(json.dumps(row))  # a deep copy of plain JSON
     for tool in restyled["tools"]:
         tool["function"]["name"] = mapping[tool["function"]["name"]]
-    for answer in restyled["answers"]:
+    for answer in restyled.get("answers") or []:
         answer["name"] = mapping.get(answer["name"], answer["name"])
     if "possible_answers" in restyled:
         restyled["possible_answers"] = [
@@ -65,11 +89,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="which style each name gets")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
-    lines = [line for line in args.source.read_text(encoding="utf-8").splitlines() if line.strip()]
-    with args.target.open("w", encoding="utf-8") as target:
-        for line in lines:
-            target.write(json.dumps(restyle_row(json.loads(line), rng)) + "\n")
-    print(f"{args.target}: {len(lines)} rows, names restyled")
+    try:
+        lines = args.source.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise SystemExit(f"{args.source}: cannot be read ({error})") from None
+    restyled = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise SystemExit(f"{args.source}: row {number}: not JSON ({error})") from None
+        try:
+            restyled.append(json.dumps(restyle_row(row, rng)))
+        except ValueError as error:
+            raise SystemExit(f"{args.source}: row {number}: {error}") from None
+    try:
+        args.target.write_text("".join(row + "\n" for row in restyled), encoding="utf-8")
+    except OSError as error:
+        raise SystemExit(f"{args.target}: cannot be written ({error})") from None
+    print(f"{args.target}: {len(restyled)} rows, names restyled")
 
 
 if __name__ == "__main__":

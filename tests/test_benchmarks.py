@@ -599,3 +599,39 @@ def test_restyled_names_change_in_tools_answers_and_possible_answers_together(tm
                          ["play", "song"]]  # fmt: skip
         renamed_any = renamed_any or names != [tool["function"]["name"] for tool in row["tools"]]
     assert renamed_any
+
+
+def test_restyling_never_gives_two_offered_functions_one_name(bench):
+    """`getWeather` may restyle to `get_weather`, the very name the row's other function has: then it keeps its own."""
+    import random
+
+    restyle = importlib.import_module("restyle_names")  # the `bench` fixture puts benchmarks/ on the path
+    names = ["getWeather", "get_weather", "GetWeather", "get.weather"]
+    row = {"tools": [{"type": "function", "function": {"name": name}} for name in names], "answers": []}
+    for seed in range(50):
+        restyled = restyle.restyle_row(row, random.Random(seed))
+        new = [tool["function"]["name"] for tool in restyled["tools"]]
+        assert len(set(new)) == len(names), (seed, new)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"tools": [{"type": "function", "function": {}}]}\n', "row 1: field 'tools[0].function.name': missing"),
+        ('{"tools": []}\n\n{"tools": "none"}\n', "row 3: field 'tools': not a list"),
+        ('{"tools": []}\nnot json\n', "row 2: not JSON"),
+        (None, "cannot be read"),
+    ],
+)
+def test_restyling_refuses_bad_rows_by_file_row_and_field(content, message, tmp_path):
+    source = tmp_path / "rows.jsonl"
+    if content is not None:
+        source.write_text(content)
+    target = tmp_path / "out.jsonl"
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "restyle_names.py"), str(source), str(target)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1 and result.stderr.strip().startswith(f"{source}: {message}"), result.stderr
+    assert "Traceback" not in result.stderr and not target.exists()  # nothing half-written
