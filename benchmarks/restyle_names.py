@@ -6,10 +6,15 @@ five styles, drawn per name and row by `--seed`: snake_case, camelCase, PascalCa
 (`weather.get_current`) or Capital_Snake. The new name replaces the old one in the row's tools, its gold answers and
 its BFCL possible answers alike, so every row scores as it did. A name whose restyled form is already another of the
 row's names, old or new, keeps its own, so a row never offers two functions of one name. A row without a list of
-tools, each with a function name, is refused with its file, row and field. What docs/findings.md ran on the BFCL
-task's GRPO split:
+tools, each with a function name, is refused with its file, row and field.
+
+`--namespace` keeps each name and puts a made-up namespace of two or three syllables before it (`version_api.get` ->
+`vobipo.version_api.get`): a name the request's words cannot suggest, which a model can only get right by copying it.
+What docs/findings.md ran on the BFCL task's GRPO split:
 
     .venv/bin/python benchmarks/restyle_names.py outputs/bfcl-task/train.jsonl outputs/train_restyled.jsonl --seed 0
+    .venv/bin/python benchmarks/restyle_names.py outputs/bfcl-task/train.jsonl outputs/train_prefixed.jsonl --seed 0 \
+        --namespace
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ STYLES: dict[str, Callable[[list[str]], str]] = {
     "dotted": lambda words: f"{words[0]}.{'_'.join(words[1:])}" if len(words) > 1 else words[0],
     "capital_snake": lambda words: "_".join(word.capitalize() for word in words),
 }
+_CONSONANTS, _VOWELS = "bdfgklmnprstvz", "aeiou"
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
@@ -60,12 +66,20 @@ def _offered_names(row: Any) -> list[str]:
     return sorted(set(names))
 
 
-def restyle_row(row: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    """`row` with each offered function's name restyled, in its tools, answers and possible answers; ValueError
-    naming the field where the row offers no function names to restyle."""
+def made_up_word(rng: random.Random) -> str:
+    """Two or three consonant-vowel syllables (`vobipo`): a namespace no request suggests."""
+    return "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(rng.choice([2, 3])))
+
+
+def restyle_row(row: dict[str, Any], rng: random.Random, namespace: bool = False) -> dict[str, Any]:
+    """`row` with each offered function's name restyled (or, with `namespace`, behind a made-up namespace), in its
+    tools, answers and possible answers; ValueError naming the field where the row offers no function names."""
     names = _offered_names(row)
     mapping: dict[str, str] = {}
     for name in names:
+        if namespace:  # every name gets a prefix, so no new name can be an old one or another new one
+            mapping[name] = f"{made_up_word(rng)}.{name}"
+            continue
         new = STYLES[rng.choice(list(STYLES))](words_of(name))
         taken = new in mapping.values() or (new != name and new in names)
         mapping[name] = name if taken else new
@@ -87,6 +101,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("source", type=Path, help="canonical JSONL rows whose tools are OpenAI-style functions")
     parser.add_argument("target", type=Path, help="where the restyled rows go")
     parser.add_argument("--seed", type=int, default=0, help="which style each name gets")
+    parser.add_argument(
+        "--namespace", action="store_true", help="keep each name, behind a made-up namespace (vobipo.get_version)"
+    )
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     try:
@@ -102,14 +119,16 @@ def main(argv: list[str] | None = None) -> None:
         except json.JSONDecodeError as error:
             raise SystemExit(f"{args.source}: row {number}: not JSON ({error})") from None
         try:
-            restyled.append(json.dumps(restyle_row(row, rng)))
+            restyled.append(json.dumps(restyle_row(row, rng, args.namespace)))
         except ValueError as error:
             raise SystemExit(f"{args.source}: row {number}: {error}") from None
     try:
         args.target.write_text("".join(row + "\n" for row in restyled), encoding="utf-8")
     except OSError as error:
         raise SystemExit(f"{args.target}: cannot be written ({error})") from None
-    print(f"{args.target}: {len(restyled)} rows, names restyled")
+    print(
+        f"{args.target}: {len(restyled)} rows, names {'behind made-up namespaces' if args.namespace else 'restyled'}"
+    )
 
 
 if __name__ == "__main__":

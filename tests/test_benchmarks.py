@@ -614,6 +614,28 @@ def test_restyling_never_gives_two_offered_functions_one_name(bench):
         assert len(set(new)) == len(names), (seed, new)
 
 
+def test_namespaced_names_keep_the_name_behind_a_made_up_word_wherever_the_row_names_it(bench):
+    """`--namespace` puts a made-up word before each name, the same one in tools, answers and possible answers."""
+    import random
+
+    restyle = importlib.import_module("restyle_names")  # the `bench` fixture puts benchmarks/ on the path
+    names = ["todo_add", "todo_delete"]
+    row = {
+        "tools": [{"type": "function", "function": {"name": name}} for name in names],
+        "answers": [{"name": "todo_add", "arguments": {"content": "shop"}}],
+        "possible_answers": [{"todo_add": {"content": ["shop"]}}],
+    }
+    namespaced = restyle.restyle_row(row, random.Random(0), namespace=True)
+    new = [tool["function"]["name"] for tool in namespaced["tools"]]
+    for old, name in zip(names, new, strict=True):
+        prefix, _, rest = name.partition(".")
+        assert rest == old and re.fullmatch(r"([bdfgklmnprstvz][aeiou]){2,3}", prefix), name
+    assert namespaced["answers"] == [{"name": new[0], "arguments": {"content": "shop"}}]
+    assert namespaced["possible_answers"] == [{new[0]: {"content": ["shop"]}}]
+    assert row["tools"][0]["function"]["name"] == "todo_add"  # the source row is left as it was
+    assert restyle.restyle_row(row, random.Random(0), namespace=True) == namespaced
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
