@@ -136,9 +136,9 @@ class ToolGRPOConfig(GRPOConfig):
         default=1.0,
         metadata={
             "help": "Negative advantages are multiplied by this (0 to 1) before the loss: below 1, completions worse "
-            "than their group's baseline are pushed down less than better ones are pulled up, as Arnal et al. (2025, "
-            "asymmetric REINFORCE) argue off-policy updates should; 0 trains on the better completions alone. 1 is "
-            "GRPO as it is."
+            "than their group's baseline are pushed down less than better ones are pulled up (close to Arnal et al.'s "
+            "2025 argument that off-policy updates should weight positive rewards above negative ones; they lower the "
+            "baseline instead); 0 trains on the better completions alone. 1 is GRPO as it is."
         },
     )
     gold_in_group: bool = field(
