@@ -46,7 +46,7 @@ def words_of(name: str) -> list[str]:
     return found or [name]
 
 
-def _offered_names(row: Any) -> list[str]:
+def offered_names(row: Any) -> list[str]:
     """The function names `row` offers, sorted; ValueError naming the field where the row has none to offer."""
     if not isinstance(row, dict):
         raise ValueError("not a JSON object")
@@ -74,7 +74,7 @@ def made_up_word(rng: random.Random) -> str:
 def restyle_row(row: dict[str, Any], rng: random.Random, namespace: bool = False) -> dict[str, Any]:
     """`row` with each offered function's name restyled (or, with `namespace`, behind a made-up namespace), in its
     tools, answers and possible answers; ValueError naming the field where the row offers no function names."""
-    names = _offered_names(row)
+    names = offered_names(row)
     mapping: dict[str, str] = {}
     for name in names:
         if namespace:  # every name gets a prefix, so no new name can be an old one or another new one
@@ -96,39 +96,57 @@ def restyle_row(row: dict[str, Any], rng: random.Random, namespace: bool = False
     return restyled
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def read_rows(source: Path) -> list[Any]:
+    """The JSON rows of `source`, blank lines skipped; SystemExit naming the file and row where one is not JSON."""
+    try:
+        lines = source.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise SystemExit(f"{source}: cannot be read ({error})") from None
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((number, json.loads(line)))
+        except json.JSONDecodeError as error:
+            raise SystemExit(f"{source}: row {number}: not JSON ({error})") from None
+    return rows
+
+
+def rewrite_rows(source: Path, target: Path, rewrite: Callable[[Any], dict[str, Any]]) -> int:
+    """Write `rewrite(row)` for each row of `source` to `target`, in order; SystemExit naming the file, row and field
+    where a row cannot be rewritten. Returns the number of rows written."""
+    rewritten = []
+    for number, row in read_rows(source):
+        try:
+            rewritten.append(json.dumps(rewrite(row)))
+        except ValueError as error:
+            raise SystemExit(f"{source}: row {number}: {error}") from None
+    try:
+        target.write_text("".join(row + "\n" for row in rewritten), encoding="utf-8")
+    except OSError as error:
+        raise SystemExit(f"{target}: cannot be written ({error})") from None
+    return len(rewritten)
+
+
+def probe_parser(doc: str, seed_help: str) -> argparse.ArgumentParser:
+    """The arguments every row probe takes: the source file, the target and the seed of its random draws."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("source", type=Path, help="canonical JSONL rows whose tools are OpenAI-style functions")
-    parser.add_argument("target", type=Path, help="where the restyled rows go")
-    parser.add_argument("--seed", type=int, default=0, help="which style each name gets")
+    parser.add_argument("target", type=Path, help="where the rewritten rows go")
+    parser.add_argument("--seed", type=int, default=0, help=seed_help)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = probe_parser(__doc__, "which style each name gets")
     parser.add_argument(
         "--namespace", action="store_true", help="keep each name, behind a made-up namespace (vobipo.get_version)"
     )
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
-    try:
-        lines = args.source.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise SystemExit(f"{args.source}: cannot be read ({error})") from None
-    restyled = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise SystemExit(f"{args.source}: row {number}: not JSON ({error})") from None
-        try:
-            restyled.append(json.dumps(restyle_row(row, rng, args.namespace)))
-        except ValueError as error:
-            raise SystemExit(f"{args.source}: row {number}: {error}") from None
-    try:
-        args.target.write_text("".join(row + "\n" for row in restyled), encoding="utf-8")
-    except OSError as error:
-        raise SystemExit(f"{args.target}: cannot be written ({error})") from None
-    print(
-        f"{args.target}: {len(restyled)} rows, names {'behind made-up namespaces' if args.namespace else 'restyled'}"
-    )
+    count = rewrite_rows(args.source, args.target, lambda row: restyle_row(row, rng, args.namespace))
+    print(f"{args.target}: {count} rows, names {'behind made-up namespaces' if args.namespace else 'restyled'}")
 
 
 if __name__ == "__main__":

@@ -645,15 +645,76 @@ def test_namespaced_names_keep_the_name_behind_a_made_up_word_wherever_the_row_n
         (None, "cannot be read"),
     ],
 )
-def test_restyling_refuses_bad_rows_by_file_row_and_field(content, message, tmp_path):
+@pytest.mark.parametrize(
+    "command", [["restyle_names.py"], ["reorder_tools.py"], ["reorder_tools.py", "--distractor"]], ids=" ".join
+)
+def test_row_probes_refuse_bad_rows_by_file_row_and_field(command, content, message, tmp_path):
     source = tmp_path / "rows.jsonl"
     if content is not None:
         source.write_text(content)
     target = tmp_path / "out.jsonl"
     result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "restyle_names.py"), str(source), str(target)],
+        [sys.executable, str(BENCHMARKS / command[0]), str(source), str(target), *command[1:]],
         capture_output=True,
         text=True,
     )
     assert result.returncode == 1 and result.stderr.strip().startswith(f"{source}: {message}"), result.stderr
     assert "Traceback" not in result.stderr and not target.exists()  # nothing half-written
+
+
+def _offering(names: list[str], answer: str | None = None, category: str = "multiple") -> dict:
+    """A canonical row offering functions of `names`, with `answer` as its gold call if given."""
+    return {
+        "id": f"row_{'_'.join(names)}",
+        "category": category,
+        "messages": [{"role": "user", "content": "Do it"}],
+        "tools": [{"type": "function", "function": {"name": name, "description": name.upper()}} for name in names],
+        "answers": [{"name": answer, "arguments": {"x": 1}}] if answer else [],
+        "possible_answers": [{answer: {"x": [1]}}] if answer else [],
+    }
+
+
+def test_reordered_rows_keep_their_tools_and_answers_in_an_order_the_seed_draws(tmp_path):
+    """`reorder_tools.py` changes only where each function stands: the same functions, the same gold, and the same
+    orders for the same seed."""
+    rows = [_offering(["a", "b", "c", "d"], "c"), _offering(["e", "f", "g"]), _offering(["h"], "h", "simple")]
+    source = tmp_path / "rows.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows * 5))
+    outputs = []
+    for attempt in ("a", "b"):
+        target = tmp_path / f"reordered_{attempt}.jsonl"
+        script = BENCHMARKS / "reorder_tools.py"
+        subprocess.run([sys.executable, str(script), str(source), str(target), "--seed", "2"], check=True)
+        outputs.append(target.read_text())
+    assert outputs[0] == outputs[1]
+    reordered = [json.loads(line) for line in outputs[0].splitlines()]
+    assert len(reordered) == 15
+    orders = set()
+    for old, new in zip(rows * 5, reordered, strict=True):
+        assert sorted(new["tools"], key=json.dumps) == sorted(old["tools"], key=json.dumps)
+        assert {key: value for key, value in new.items() if key != "tools"} == {
+            key: value for key, value in old.items() if key != "tools"
+        }
+        orders.add(tuple(tool["function"]["name"] for tool in new["tools"]))
+    assert len([order for order in orders if len(order) == 4]) > 1  # the first row's tools did not always stay put
+
+
+def test_a_distractor_joins_only_call_rows_that_offer_one_function(bench):
+    """`--distractor` adds one function of another name, from the other rows, to a one-function call row and makes
+    it a `multiple` row; a row that already offers several, or where no call is right, is only reordered."""
+    import random
+
+    reorder = importlib.import_module("reorder_tools")  # the `bench` fixture puts benchmarks/ on the path
+    single, several, no_call = _offering(["h"], "h", "simple"), _offering(["a", "b"], "a"), _offering(["z"])
+    pool = [tool for row in (single, several, no_call) for tool in row["tools"]]
+    for seed in range(20):
+        rng = random.Random(seed)
+        widened = reorder.reorder_row(single, rng, pool)
+        names = [tool["function"]["name"] for tool in widened["tools"]]
+        assert "h" in names and len(names) == 2 and len(set(names)) == 2, names
+        extra = next(tool for tool in widened["tools"] if tool["function"]["name"] != "h")
+        assert extra in pool  # a function the file offers, description and all
+        assert widened["category"] == "multiple" and widened["answers"] == single["answers"]
+        assert len(reorder.reorder_row(several, rng, pool)["tools"]) == 2
+        assert len(reorder.reorder_row(no_call, rng, pool)["tools"]) == 1
+    assert single["tools"] == [{"type": "function", "function": {"name": "h", "description": "H"}}]  # left as it was
