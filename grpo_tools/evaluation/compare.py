@@ -83,7 +83,7 @@ def write_comparison(before: dict[str, Any], after: dict[str, Any], output_dir: 
     """After training: print the before/after tables, draw accuracy by category, write `eval_summary.json`, and on
     BFCL rows (every id names a BFCL category) `bfcl_summary.json` with its table, accuracy per BFCL category as
     BFCL's own checker gives it (read from `evaluate_model`'s `before_rows.jsonl` and `after_rows.jsonl`)."""
-    from grpo_tools.evaluation.leaderboard import bfcl_summary, format_summary, is_bfcl, tally_file
+    from grpo_tools.evaluation.leaderboard import bfcl_summary, format_summary, is_bfcl, read_verdicts
     from grpo_tools.evaluation.plot import plot_accuracy_by_category
 
     reports = {"before": before, "after": after}
@@ -96,7 +96,7 @@ def write_comparison(before: dict[str, Any], after: dict[str, Any], output_dir: 
         return
     if not is_bfcl([json.loads(line) for line in verdicts[0].read_text().splitlines()]):
         return
-    bfcl = bfcl_summary(tally_file(verdicts[0]), tally_file(verdicts[1]))
+    bfcl = bfcl_summary(read_verdicts(verdicts[0]), read_verdicts(verdicts[1]))
     Path(output_dir, "bfcl_summary.json").write_text(json.dumps(bfcl, indent=2) + "\n")
     print(f"BFCL accuracy (%, BFCL's own rules), warm start and after GRPO; {Path(output_dir, 'bfcl_summary.json')}")
     print(format_summary(bfcl))

@@ -5,7 +5,8 @@ Two steps around `grpo-tools convert --from bfcl`, `eval` and `score --per-row`:
   file. Rows keep BFCL's ids (`live_simple_12-3-1`), which name their source category: converted rows carry only the
   canonical category (`live_simple` becomes `simple`), so the id is what tells live from non-live.
 - `table`: from two `score --per-row` files (before and after), accuracy per BFCL category, the leaderboard's
-  overall columns, and the number of rows each figure covers.
+  overall columns, and the number of rows each figure covers; with `--summary`, `bfcl_summary.json`, whose every
+  change carries its 95% interval, the rows paired by id.
 
 The overall columns follow bfcl-eval's `eval_runner_helper`: non-live is the unweighted mean of its four categories,
 live the mean weighted by rows. Here `simple` is `simple_python` only (the leaderboard's averages Java and
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +42,8 @@ __all__ = [
     "is_bfcl",
     "leaderboard_cells",
     "main",
+    "paired_changes",
+    "read_verdicts",
     "select_rows",
     "source_category",
     "tally_file",
@@ -75,6 +80,7 @@ BFCL_COLUMNS: list[Column] = [
 ]
 CATEGORIES = tuple(column.categories[0] for column in BFCL_COLUMNS if column.combine is None)
 MISSING = "–"  # a figure with no rows behind it
+Z_95 = statistics.NormalDist().inv_cdf(0.975)  # 1.96: a 95% interval is the estimate plus or minus Z_95 errors
 
 # Published BFCL v4 figures (%) of small models, for scale beside ours. The leaderboard's `simple` averages Python,
 # Java and JavaScript; ours is simple_python only.
@@ -146,25 +152,60 @@ def is_bfcl(rows: list[dict[str, Any]]) -> bool:
         return False
 
 
-def bfcl_summary(before: dict[str, Tally], after: dict[str, Tally]) -> dict[str, Any]:
-    """`bfcl_summary.json`: rows and accuracy (a fraction) before and after, per BFCL category."""
-    if {category: tally.rows for category, tally in before.items()} != {c: t.rows for c, t in after.items()}:
+def paired_changes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """Per BFCL category (from each verdict's id), each row's change from `before` to `after`: 1 where it became
+    correct, -1 where it stopped being correct, 0 otherwise. ValueError where the two cover different rows."""
+    later = {verdict["id"]: bool(verdict["correct"]) for verdict in after}
+    if len(later) != len(after) or {verdict["id"] for verdict in before} != set(later) or len(before) != len(after):
         raise ValueError("before and after cover different rows")
-    return {
-        "categories": {
-            category: {
-                "rows": tally.rows,
-                "before": tally.correct / tally.rows,
-                "after": after[category].correct / tally.rows,
-            }
-            for category, tally in before.items()
+    changes: dict[str, list[int]] = {}
+    for verdict in before:
+        change = int(later[verdict["id"]]) - int(bool(verdict["correct"]))
+        changes.setdefault(source_category(verdict["id"]), []).append(change)
+    return changes
+
+
+def change_interval(changes: list[list[int]]) -> list[float] | None:
+    """The 95% interval of the mean over categories of each one's mean change, rows paired before and after: each
+    category's standard error is that of its rows' changes, the categories' errors add as independent ones (a
+    normal approximation). None where a category has fewer than two rows to measure it by."""
+    if not changes or any(len(rows) < 2 for rows in changes):
+        return None
+    mean = sum(sum(rows) / len(rows) for rows in changes) / len(changes)
+    error = math.sqrt(sum(statistics.variance(rows) / len(rows) for rows in changes)) / len(changes)
+    return [round(mean - Z_95 * error, 4), round(mean + Z_95 * error, 4)]
+
+
+def bfcl_summary(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, Any]:
+    """`bfcl_summary.json` from two runs' `score --per-row` verdicts: rows and accuracy (a fraction) before and
+    after per BFCL category, the 95% interval of each change (`change_95`, rows paired by id), and under `calls` the
+    same for the mean of the call categories (every one but the irrelevance ones), where there are any."""
+    changes = paired_changes(before, after)
+    tallies = {"before": tally_verdicts(before), "after": tally_verdicts(after)}
+    categories = {
+        category: {
+            "rows": tally.rows,
+            "before": tally.correct / tally.rows,
+            "after": tallies["after"][category].correct / tally.rows,
+            "change_95": change_interval([changes[category]]),
         }
+        for category, tally in tallies["before"].items()
     }
+    summary: dict[str, Any] = {"categories": categories}
+    calls = [category for category in categories if "irrelevance" not in category]
+    if calls:
+        summary["calls"] = {
+            "categories": calls,
+            **{key: sum(categories[name][key] for name in calls) / len(calls) for key in ("before", "after")},
+            "change_95": change_interval([changes[name] for name in calls]),
+        }
+    return summary
 
 
 def format_summary(summary: dict[str, Any], published: bool = False) -> str:
     """`bfcl_summary`'s figures as a plain table in %, the mean of the call categories (every one but the
-    irrelevance ones) under `calls`, and with `published` the rows of `PUBLISHED` below ours."""
+    irrelevance ones) under `calls`, half the width of each change's 95% interval, and with `published` the rows of
+    `PUBLISHED` below ours."""
     categories = summary["categories"]
     names = list(categories)
     calls = [name for name in names if "irrelevance" not in name]
@@ -183,6 +224,14 @@ def format_summary(summary: dict[str, Any], published: bool = False) -> str:
     lines = [" " * label_width + "".join(f"  {head:>{width}}" for head in heads)]
     lines += [line("warm start", figures("before")), line("after GRPO", figures("after"))]
     lines.append(line("change", [a - b for a, b in zip(figures("after"), figures("before"), strict=True)]))
+    intervals = [categories[name].get("change_95") for name in names]
+    intervals += [summary.get("calls", {}).get("change_95")] if calls else []
+    if any(
+        intervals
+    ):  # half the width of each 95% interval: the change is within this of the true one, 19 times in 20
+        lines.append(
+            line("95% ±", [None if low_high is None else 50 * (low_high[1] - low_high[0]) for low_high in intervals])
+        )
     lines.append("rows".ljust(label_width) + "".join(f"  {categories[name]['rows']:>{width}}" for name in names))
     if published:
         lines.append(f"published ({PUBLISHED_SOURCE}; their simple averages Python, Java and JavaScript):")
@@ -251,16 +300,22 @@ def _read(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def tally_file(path: str | Path) -> dict[str, Tally]:
-    """`tally_verdicts` of a `score --per-row` file; `DataError` names the file and row of a bad line."""
+def read_verdicts(path: str | Path) -> list[dict[str, Any]]:
+    """The verdicts of a `score --per-row` file; `DataError` names the file and row of a bad line."""
     verdicts = _read(path)
     for number, verdict in enumerate(verdicts, start=1):
         if "id" not in verdict or "correct" not in verdict:
             raise DataError(f"{path}: row {number}: not a `grpo-tools score --per-row` verdict (needs id and correct)")
-    try:
-        return tally_verdicts(verdicts)
-    except ValueError as error:
-        raise DataError(f"{path}: {error}") from None
+        try:
+            source_category(verdict["id"])
+        except ValueError as error:
+            raise DataError(f"{path}: row {number}: {error}") from None
+    return verdicts
+
+
+def tally_file(path: str | Path) -> dict[str, Tally]:
+    """`tally_verdicts` of a `score --per-row` file; `DataError` names the file and row of a bad line."""
+    return tally_verdicts(read_verdicts(path))
 
 
 def _select_main(args: argparse.Namespace) -> int:
@@ -282,10 +337,11 @@ def _select_main(args: argparse.Namespace) -> int:
 
 
 def _table_main(args: argparse.Namespace) -> int:
-    runs = {"before": tally_file(args.before), "after": tally_file(args.after)}
+    verdicts = {"before": read_verdicts(args.before), "after": read_verdicts(args.after)}
+    runs = {label: tally_verdicts(rows) for label, rows in verdicts.items()}
     print(f"BFCL AST accuracy (%, tool_bfcl): before = {args.before}, after = {args.after}")
     if args.summary:
-        summary = bfcl_summary(runs["before"], runs["after"])
+        summary = bfcl_summary(verdicts["before"], verdicts["after"])
         Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         print(format_summary(summary, published=True))
         print(f"wrote {args.summary}")

@@ -6,6 +6,7 @@ input."""
 
 import doctest
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -203,12 +204,13 @@ def test_summary_gives_fractions_per_category_and_the_mean_of_the_call_categorie
     summary_path = tmp_path / "bfcl_summary.json"
     assert main(["table", *map(str, paths), "--summary", str(summary_path)]) == 0
     summary = json.loads(summary_path.read_text())
-    assert summary == {
+    assert summary == {  # one row cannot measure its own spread: no interval for multiple or irrelevance
         "categories": {
-            "simple_python": {"rows": 2, "before": 0.5, "after": 1.0},
-            "multiple": {"rows": 1, "before": 0.0, "after": 1.0},
-            "irrelevance": {"rows": 1, "before": 1.0, "after": 0.0},
-        }
+            "simple_python": {"rows": 2, "before": 0.5, "after": 1.0, "change_95": [-0.48, 1.48]},
+            "multiple": {"rows": 1, "before": 0.0, "after": 1.0, "change_95": None},
+            "irrelevance": {"rows": 1, "before": 1.0, "after": 0.0, "change_95": None},
+        },
+        "calls": {"categories": ["simple_python", "multiple"], "before": 0.25, "after": 1.0, "change_95": None},
     }
     out = capsys.readouterr().out
     lines = {line.split("  ")[0].strip(): line.split() for line in out.splitlines()}
@@ -223,3 +225,65 @@ def test_is_bfcl_tells_bfcl_rows_from_others():
     assert grpo_tools.evaluation.leaderboard.is_bfcl([{"id": "multiple_3"}, {"id": "irrelevance_0"}])
     assert not grpo_tools.evaluation.leaderboard.is_bfcl([{"id": "multiple_3"}, {"id": "weather-0007"}])
     assert not grpo_tools.evaluation.leaderboard.is_bfcl([])
+
+
+def test_each_change_comes_with_its_95_percent_interval_from_the_rows_paired_by_id(tmp_path, capsys):
+    """Of 4 simple_python rows one became right (changes 1, 0, 0, 0: mean 0.25, standard error 0.25), and of 4
+    multiple rows one became right and one wrong (mean 0, standard error sqrt(2/3) / 2): the intervals are the mean
+    plus or minus 1.96 errors, and the mean of the two categories' changes has the errors of both, halved."""
+    before = [("simple_python_0", False), ("simple_python_1", True), ("simple_python_2", False)]
+    before += [("simple_python_3", True), ("multiple_0", False), ("multiple_1", True)]
+    before += [("multiple_2", False), ("multiple_3", False)]
+    after = dict(before) | {"simple_python_0": True, "multiple_0": True}
+    after["multiple_1"] = False
+    paths = [
+        write_lines(tmp_path / "before.jsonl", [{"id": i, "correct": c} for i, c in before]),
+        write_lines(tmp_path / "after.jsonl", [{"id": i, "correct": c} for i, c in reversed(after.items())]),
+    ]
+    summary_path = tmp_path / "bfcl_summary.json"
+    assert main(["table", *map(str, paths), "--summary", str(summary_path)]) == 0
+    summary = json.loads(summary_path.read_text())
+    z = 1.959964
+    simple, multiple = summary["categories"]["simple_python"], summary["categories"]["multiple"]
+    assert simple["change_95"] == pytest.approx([0.25 - z * 0.25, 0.25 + z * 0.25], abs=1e-4)
+    error = math.sqrt(2 / 3) / 2
+    assert multiple["change_95"] == pytest.approx([-z * error, z * error], abs=1e-4)
+    both = math.sqrt(0.25**2 + error**2) / 2
+    assert summary["calls"]["change_95"] == pytest.approx([0.125 - z * both, 0.125 + z * both], abs=1e-4)
+    lines = {line.split("  ")[0].strip(): line.split() for line in capsys.readouterr().out.splitlines()}
+    assert lines["95% ±"][-3:] == [f"{100 * z * 0.25:.1f}", f"{100 * z * error:.1f}", f"{100 * z * both:.1f}"]
+
+
+def test_runs_of_different_rows_get_no_summary(tmp_path, capsys):
+    before = write_lines(tmp_path / "before.jsonl", [{"id": "multiple_0", "correct": True}])
+    after = write_lines(tmp_path / "after.jsonl", [{"id": "multiple_1", "correct": True}])
+    assert main(["table", str(before), str(after), "--summary", str(tmp_path / "summary.json")]) == 2
+    assert "before and after cover different rows" in capsys.readouterr().err
+    assert not (tmp_path / "summary.json").exists()
+
+
+def test_training_writes_bfcl_summary_with_intervals_beside_its_evaluations(bfcl_eval_file, tmp_path, capsys):
+    """After training on BFCL rows (what `make train` does), the before and after evaluations' verdicts give
+    `bfcl_summary.json`, each change with its interval, and the table with the interval's half width."""
+    from grpo_tools.evaluation.compare import write_comparison
+    from grpo_tools.evaluation.evaluate import evaluate_model
+
+    rows = [json.loads(line) for line in bfcl_eval_file.read_text().splitlines()]
+    rows = [row for row in rows if source_category(row["id"]) in ("simple_python", "multiple", "irrelevance")]
+    reports = {  # nothing written before; after, the gold calls on every call row but the first
+        label: evaluate_model(None, None, rows, tmp_path, scorer="bfcl", completions=texts, label=label)
+        for label, texts in (
+            ("before", [""] * len(rows)),
+            ("after", ["" if index == 0 else gold_text(row) for index, row in enumerate(rows)]),
+        )
+    }
+    write_comparison(reports["before"], reports["after"], tmp_path)
+    summary = json.loads((tmp_path / "bfcl_summary.json").read_text())
+    assert set(summary["categories"]) == {"simple_python", "multiple", "irrelevance"}
+    assert summary["categories"]["multiple"] == {"rows": 2, "before": 0.0, "after": 1.0, "change_95": [1.0, 1.0]}
+    assert summary["categories"]["simple_python"]["after"] == 0.5
+    assert summary["calls"]["before"] == 0.0 and summary["calls"]["after"] == 0.75
+    low, high = summary["calls"]["change_95"]
+    assert low < 0.75 < high < 1.25
+    out = capsys.readouterr().out
+    assert "bfcl_summary.json" in out and any(line.startswith("95% ±") for line in out.splitlines())
