@@ -224,14 +224,12 @@ def format_summary(summary: dict[str, Any], published: bool = False) -> str:
     lines = [" " * label_width + "".join(f"  {head:>{width}}" for head in heads)]
     lines += [line("warm start", figures("before")), line("after GRPO", figures("after"))]
     lines.append(line("change", [a - b for a, b in zip(figures("after"), figures("before"), strict=True)]))
+    # Half the width of each change's 95% interval, in points: `change` plus or minus this covers the true change.
     intervals = [categories[name].get("change_95") for name in names]
     intervals += [summary.get("calls", {}).get("change_95")] if calls else []
-    if any(
-        intervals
-    ):  # half the width of each 95% interval: the change is within this of the true one, 19 times in 20
-        lines.append(
-            line("95% ±", [None if low_high is None else 50 * (low_high[1] - low_high[0]) for low_high in intervals])
-        )
+    if any(intervals):
+        halves = [None if interval is None else 50 * (interval[1] - interval[0]) for interval in intervals]
+        lines.append(line("95% ±", halves))
     lines.append("rows".ljust(label_width) + "".join(f"  {categories[name]['rows']:>{width}}" for name in names))
     if published:
         lines.append(f"published ({PUBLISHED_SOURCE}; their simple averages Python, Java and JavaScript):")
