@@ -1,8 +1,9 @@
 """Tests for `make eval-bfcl`'s two steps (`grpo_tools.evaluation.leaderboard`): the leaderboard table from known per-category
 figures (non-live overall unweighted, live overall weighted by rows, `–` for a category without rows, the rows each
 figure covers); BFCL's categories converted from the installed bfcl-eval, sampled, scored by `grpo-tools score
---per-row` and told apart by their ids (live from non-live) in the table; and one clear message, exit 2, for bad
-input."""
+--per-row` and told apart by their ids (live from non-live) in the table; `bfcl_summary.json` with each change's
+95% interval, rows paired by id, from `table --summary` and from training's own evaluations; and one clear message,
+exit 2, for bad input."""
 
 import doctest
 import json
