@@ -13,7 +13,7 @@ tools, each with a function name, is refused with its file, row and field.
 What docs/findings.md ran on the BFCL task's GRPO split:
 
     .venv/bin/python benchmarks/restyle_names.py outputs/bfcl-task/train.jsonl outputs/train_restyled.jsonl --seed 0
-    .venv/bin/python benchmarks/restyle_names.py outputs/bfcl-task/train.jsonl outputs/train_prefixed.jsonl --seed 0 \
+    .venv/bin/python benchmarks/restyle_names.py outputs/bfcl-task/train.jsonl outputs/train_prefixed.jsonl --seed 0 \\
         --namespace
 """
 
