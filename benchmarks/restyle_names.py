@@ -96,8 +96,9 @@ def restyle_row(row: dict[str, Any], rng: random.Random, namespace: bool = False
     return restyled
 
 
-def read_rows(source: Path) -> list[Any]:
-    """The JSON rows of `source`, blank lines skipped; SystemExit naming the file and row where one is not JSON."""
+def read_rows(source: Path) -> list[tuple[int, Any]]:
+    """The JSON rows of `source` with their line numbers, blank lines skipped; SystemExit naming the file and row
+    where one is not JSON."""
     try:
         lines = source.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as error:

@@ -46,7 +46,6 @@ __all__ = [
     "read_verdicts",
     "select_rows",
     "source_category",
-    "tally_file",
     "tally_verdicts",
 ]
 
@@ -309,11 +308,6 @@ def read_verdicts(path: str | Path) -> list[dict[str, Any]]:
         except ValueError as error:
             raise DataError(f"{path}: row {number}: {error}") from None
     return verdicts
-
-
-def tally_file(path: str | Path) -> dict[str, Tally]:
-    """`tally_verdicts` of a `score --per-row` file; `DataError` names the file and row of a bad line."""
-    return tally_verdicts(read_verdicts(path))
 
 
 def _select_main(args: argparse.Namespace) -> int:
