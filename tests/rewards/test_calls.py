@@ -2,6 +2,7 @@
 that no text, however malformed or large, makes the parser raise or hang."""
 
 import json
+import warnings
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -247,6 +248,18 @@ def test_explicit_format_reads_only_that_format():
     assert parse_tool_calls(text, format="pythonic").calls == (TIME,)
     assert parse_tool_calls(text, format="hermes") == ParseResult()
     assert parse_tool_calls(text, format="json").errors  # not JSON: an attempt that failed
+
+
+def test_an_escape_python_does_not_know_keeps_its_backslash_silently_even_with_warnings_as_errors():
+    text = r'[find(pattern="\d+ items")]'  # Python 3.12 warns of the escape; the text is a model's, not code
+    expected = (ToolCall("find", {"pattern": r"\d+ items"}),)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert parse_tool_calls(text, format="pythonic").calls == expected
+    assert caught == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # as a program run with -W error: the warning would refuse the call
+        assert parse_tool_calls(text, format="pythonic").calls == expected
 
 
 def test_unknown_format_is_a_programming_error():

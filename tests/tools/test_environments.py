@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -307,6 +308,18 @@ def test_calculator_follows_python_arithmetic(expression, value):
 def test_calculator_refuses_everything_outside_its_grammar(expression):
     with pytest.raises(ExpressionError):
         evaluate_expression(expression)
+
+
+def test_calculator_refuses_a_string_without_a_warning_even_with_warnings_as_errors():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ExpressionError, match="not Constant"):
+            evaluate_expression(r'"\d" + 1')
+    assert caught == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ExpressionError, match="not Constant"):
+            evaluate_expression(r'"\d" + 1')
 
 
 def test_calculator_never_evaluates_code(monkeypatch):
