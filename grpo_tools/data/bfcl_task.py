@@ -7,7 +7,9 @@ possible-answer files that the installed bfcl-eval wheel ships (Apache-2.0) and 
   (user-contributed queries against real APIs), for the supervised warm start, GRPO and choosing settings;
 - `eval.jsonl`: an evenly spaced sample of the held-out non-live categories simple_python, multiple and irrelevance
   (the same number of rows from each), and `eval_full.jsonl`: all their rows;
-- `manifest.json`: what each split holds by category and what was dropped, and why.
+- `manifest.json`: what each split holds by category and what was dropped, and why;
+- with `--long-train-tokens N`, also `train_long.jsonl`: a GRPO split for a GPU, every live row kept under that longer
+  prompt limit whose API is in neither dev nor the warm start (`long_train_split`).
 
 A live row is dropped when it shares a function name or a question with any non-live AST row (so nothing held out is
 seen in training), when its rendered prompt is longer than `--max-prompt-tokens`, or when its gold turn is longer
@@ -38,6 +40,7 @@ __all__ = [
     "api_group",
     "build_task",
     "load_category",
+    "long_train_split",
     "main",
     "minimal_answers",
     "spread",
@@ -57,6 +60,9 @@ DEFAULT_SIZES = {
     "train": {"live_simple": 60, "live_multiple": 150, "live_irrelevance": 30},
     "warmup": {"live_simple": 10_000, "live_multiple": 120, "live_irrelevance": 80},
 }
+
+# live_irrelevance rows in train_long.jsonl: about the GRPO split's share (30 of 240), where the category offers 600.
+LONG_IRRELEVANCE_ROWS = 120
 
 
 def load_category(category: str) -> list[dict[str, Any]]:
@@ -213,6 +219,29 @@ def build_task(
     return splits, manifest
 
 
+def long_train_split(
+    tokenizer: Any,
+    splits: dict[str, list[dict[str, Any]]],
+    max_prompt_tokens: int,
+    max_completion_tokens: int,
+    seed: int = 0,
+    irrelevance_rows: int = LONG_IRRELEVANCE_ROWS,
+) -> list[dict[str, Any]]:
+    """A longer GRPO split, for a GPU: every live row the task keeps under `max_prompt_tokens` (the same drops as
+    `build_task`, the longer prompt limit aside) whose API group is in neither `splits["dev"]` nor `splits["warmup"]`,
+    so dev still measures APIs that training never saw. The rows that need a call come first, in `build_task`'s
+    seeded order; live_irrelevance is spread to `irrelevance_rows` after them. It holds the GRPO split's rows that
+    need a call whenever `max_prompt_tokens` is at least the task's own limit."""
+    pool = dict.fromkeys(TRAIN_SOURCES, 10_000)
+    drawn, _ = build_task(tokenizer, {"pool": pool}, max_prompt_tokens, max_completion_tokens, eval_rows=0, seed=seed)
+    seen = {api_group(str(row["id"])) for split in ("dev", "warmup") for row in splits[split]}
+    rows = [row for row in drawn["pool"] if api_group(str(row["id"])) not in seen]
+    irrelevance = [row for row in rows if str(row["id"]).startswith("live_irrelevance")]
+    return [row for row in rows if not str(row["id"]).startswith("live_irrelevance")] + spread(
+        irrelevance, irrelevance_rows
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m grpo_tools.data.bfcl_task --tokenizer MODEL --out FOLDER`; exit 2 with one message on bad input."""
     parser = argparse.ArgumentParser(
@@ -230,6 +259,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--eval-rows", type=int, default=80, help="rows of each held-out category in eval.jsonl")
     parser.add_argument("--seed", type=int, default=0, help="the shuffle of each live category (%(default)s)")
+    parser.add_argument(
+        "--long-train-tokens",
+        type=int,
+        metavar="N",
+        help="also write train_long.jsonl: every kept live row with a prompt of at most N tokens whose API is in "
+        f"neither dev nor the warm start, live_irrelevance spread to {LONG_IRRELEVANCE_ROWS} rows (a GPU's GRPO split)",
+    )
     args = parser.parse_args(argv)
     from transformers import AutoTokenizer
 
@@ -238,6 +274,14 @@ def main(argv: list[str] | None = None) -> int:
         splits, manifest = build_task(
             tokenizer, DEFAULT_SIZES, args.max_prompt_tokens, args.max_completion_tokens, args.eval_rows, args.seed
         )
+        if args.long_train_tokens:
+            splits["train_long"] = long_train_split(
+                tokenizer, splits, args.long_train_tokens, args.max_completion_tokens, args.seed
+            )
+            manifest["max_prompt_tokens_train_long"] = args.long_train_tokens
+            manifest["splits"]["train_long"] = dict(
+                Counter(str(row["id"]).rsplit("_", 1)[0] for row in splits["train_long"])
+            )
     except (DataError, OSError) as error:
         print(f"{parser.prog}: {error}", file=sys.stderr)
         return 2

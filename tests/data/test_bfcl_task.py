@@ -1,7 +1,10 @@
 """The BFCL task (`grpo_tools.data.bfcl_task`), built from the installed bfcl-eval: no training row shares a function
 name or a question with a non-live row, the splits are disjoint (no API in two of them) and the size asked for, the prompt and gold-turn
 limits hold, the held-out sample is spread evenly over each category, gold turns leave out what BFCL lets be left
-out, and the command writes the same files every time."""
+out, the command writes the same files every time, and the long GRPO split (for a GPU) keeps dev's and the warm
+start's APIs out and is written only when asked."""
+
+import json
 
 import pytest
 
@@ -122,3 +125,39 @@ def test_an_unknown_category_is_one_clear_error():
 def test_a_missing_tokenizer_folder_exits_2_with_one_message(tmp_path, capsys):
     assert bfcl_task.main(["--tokenizer", str(tmp_path / "nothing"), "--out", str(tmp_path / "out")]) == 2
     assert "python -m grpo_tools.data.bfcl_task:" in capsys.readouterr().err
+
+
+def test_the_long_split_keeps_dev_and_warm_start_apis_out_and_holds_the_grpo_splits_call_rows(task, tokenizer):
+    splits, _ = task
+    long_rows = bfcl_task.long_train_split(tokenizer, splits, 2 * MAX_PROMPT, MAX_COMPLETION, irrelevance_rows=7)
+    groups = {api_group(row["id"]) for row in long_rows}
+    for split in ("dev", "warmup"):
+        assert not groups & {api_group(row["id"]) for row in splits[split]}, split
+    calls = {row["id"] for row in splits["train"] if not row["id"].startswith("live_irrelevance")}
+    assert calls <= {row["id"] for row in long_rows}
+    assert [row["id"].startswith("live_irrelevance") for row in long_rows[-8:]] == [False] + [True] * 7
+    lengths = [len(tokenizer(render_prompt(tokenizer, row)).input_ids) for row in long_rows]
+    assert MAX_PROMPT < max(lengths) <= 2 * MAX_PROMPT  # longer prompts than the task's own limit, up to the new one
+
+
+def test_the_command_writes_the_long_split_and_counts_it_only_when_asked(task, tiny_model_dir, tmp_path, monkeypatch):
+    splits, manifest = task
+    asked = []
+
+    def long_split(tokenizer, splits_, max_prompt_tokens, max_completion_tokens, seed):
+        asked.append((max_prompt_tokens, max_completion_tokens, seed))
+        return splits_["train"][:3]
+
+    monkeypatch.setattr(bfcl_task, "build_task", lambda *args: ({**splits}, {**manifest, "splits": {}}))
+    monkeypatch.setattr(bfcl_task, "long_train_split", long_split)
+    assert bfcl_task.main(["--tokenizer", tiny_model_dir, "--out", str(tmp_path / "short")]) == 0
+    assert not (tmp_path / "short" / "train_long.jsonl").exists() and not asked
+    arguments = ["--tokenizer", tiny_model_dir, "--out", str(tmp_path / "long"), "--long-train-tokens", "900"]
+    assert bfcl_task.main(arguments) == 0
+    assert asked == [(900, 96, 0)]
+    assert [row["id"] for row in load_rows(tmp_path / "long" / "train_long.jsonl")] == [
+        row["id"] for row in splits["train"][:3]
+    ]
+    written = json.loads((tmp_path / "long" / "manifest.json").read_text())
+    assert written["max_prompt_tokens_train_long"] == 900
+    assert sum(written["splits"]["train_long"].values()) == 3
