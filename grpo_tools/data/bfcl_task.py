@@ -61,7 +61,7 @@ DEFAULT_SIZES = {
     "warmup": {"live_simple": 10_000, "live_multiple": 120, "live_irrelevance": 80},
 }
 
-# live_irrelevance rows in train_long.jsonl: about the GRPO split's share (30 of 240), where the category offers 600.
+# live_irrelevance rows in train_long.jsonl: about the GRPO split's share (30 of 240); 601 are left at 1,024 tokens.
 LONG_IRRELEVANCE_ROWS = 120
 
 
