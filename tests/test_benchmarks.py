@@ -718,3 +718,97 @@ def test_a_distractor_joins_only_call_rows_that_offer_one_function(bench):
         assert len(reorder.reorder_row(several, rng, pool)["tools"]) == 2
         assert len(reorder.reorder_row(no_call, rng, pool)["tools"]) == 1
     assert single["tools"] == [{"type": "function", "function": {"name": "h", "description": "H"}}]  # left as it was
+
+
+def _call_text(name: str, x: int) -> str:
+    """A Hermes-style completion calling `name` with x."""
+    return f'<tool_call>\n{{"name": "{name}", "arguments": {{"x": {x}}}}}\n</tool_call>'
+
+
+def _with_x(row: dict) -> dict:
+    """`row` with each offered function taking one integer, x."""
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+    return row | {
+        "tools": [{"type": "function", "function": tool["function"] | {"parameters": schema}} for tool in row["tools"]]
+    }
+
+
+def _write_samples(path: Path, samples: dict[str, list[str]]) -> None:
+    path.write_text(
+        "".join(
+            json.dumps({"id": row_id, "sample": index, "completion": text}) + "\n"
+            for row_id, texts in samples.items()
+            for index, text in enumerate(texts)
+        )
+    )
+
+
+def test_rows_within_reach_are_the_ones_some_but_not_all_samples_get_right(tmp_path):
+    """`in_reach.py` keeps every call row whose samples are right between once and all-but-once, and the asked number
+    of no-call rows within reach, evenly spaced, in the file's order; rows always or never right are left out."""
+    rows = {
+        "half": _offering(["a", "b"], "a"),
+        "never": _offering(["c"], "c", "simple"),
+        "always": _offering(["d"], "d", "simple"),
+        "once": _offering(["e", "f"], "f"),
+    }
+    right, wrong = _call_text("a", 1), _call_text("b", 1)
+    samples = {
+        "half": [right, wrong, right, "no idea"],
+        "never": [_call_text("c", 2)] * 4,  # a wrong value every time
+        "always": [_call_text("d", 1)] * 4,
+        "once": [_call_text("e", 1)] * 3 + [_call_text("f", 1)],
+    }
+    for index in range(7):  # no-call rows: within reach when some samples abstain and some call
+        row = _offering([f"z{index}"])
+        row["id"] = f"none{index}"
+        rows[row["id"]] = row
+        samples[row["id"]] = ["No tool fits.", _call_text(f"z{index}", 1)] if index != 3 else ["No tool fits."] * 2
+    source, sample_file, target = tmp_path / "rows.jsonl", tmp_path / "samples.jsonl", tmp_path / "reach.jsonl"
+    ordered = [_with_x(rows[key]) | {"id": key} for key in rows]
+    source.write_text("".join(json.dumps(row) + "\n" for row in ordered))
+    _write_samples(sample_file, samples)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "in_reach.py"),
+            *map(str, (source, sample_file, target)),
+            "--no-call-rows",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    kept = [json.loads(line) for line in target.read_text().splitlines()]
+    # 6 no-call rows within reach (none3 always abstains): every third, the first two of those.
+    assert [row["id"] for row in kept] == ["half", "once", "none0", "none4"]
+    assert kept[0] == ordered[0]  # rows are copied as they are
+    assert "4 rows: 2 of 4 call rows within reach, 2 of the 6 no-call rows within reach" in result.stdout
+
+
+_A = _offering(["f"], "f", "simple") | {"id": "a"}
+
+
+@pytest.mark.parametrize(
+    ("rows", "samples", "message"),
+    [
+        ([_A], [{"id": "b", "completion": "x"}], "samples.jsonl: row 1: field id: no row 'b' in the data file"),
+        ([_A, _A | {"id": "b"}], [{"id": "a", "completion": "x"}], "rows.jsonl: row 2: field id: no samples"),
+        ([_A], [{"id": "a", "text": "x"}], "samples.jsonl: row 1: field completion: not a sample"),
+        ([{"id": "a", "tools": []}], [{"id": "a", "completion": "x"}], "rows.jsonl: row 1: answers is missing"),
+    ],
+)
+def test_in_reach_refuses_rows_and_samples_it_cannot_match_by_file_row_and_field(rows, samples, message, tmp_path):
+    """A sample of no row, a row without samples, a line that is no sample and a gold that cannot be read each stop
+    `in_reach.py` with the file, row and field, and nothing written."""
+    source, sample_file, target = tmp_path / "rows.jsonl", tmp_path / "samples.jsonl", tmp_path / "reach.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    sample_file.write_text("".join(json.dumps(sample) + "\n" for sample in samples))
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "in_reach.py"), str(source), str(sample_file), str(target)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1 and result.stderr.strip().startswith(str(tmp_path / message)), result.stderr
+    assert "Traceback" not in result.stderr and not target.exists()

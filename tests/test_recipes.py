@@ -25,6 +25,8 @@ def test_the_expected_recipes_exist():
         "Qwen2.5-0.5B-Instruct/stable",
         "Qwen2.5-7B-Instruct/tool-use",
         "Llama-3.2-1B-Instruct/tool-use",
+        "SmolLM2-135M-Instruct/bfcl",
+        "SmolLM2-135M-Instruct/bfcl-gpu",
     } <= names
     assert {path.stem for path in ACCELERATE} == {"ddp", "zero2", "zero3", "fsdp"}
 
@@ -55,3 +57,29 @@ def test_accelerate_config_is_valid(config):
     assert settings["distributed_type"] in {"MULTI_GPU", "DEEPSPEED", "FSDP"}
     assert settings["num_processes"] >= 2
     assert config.read_text().startswith("# ") and "accelerate launch --config_file" in config.read_text()
+
+
+def test_the_bfcl_gpu_recipe_is_the_bfcl_recipe_scaled_up():
+    """bfcl-gpu.yaml says it is `make train`'s recipe with a longer GRPO split, larger steps and checkpoints: every
+    other setting (model, LoRA, warm start, rewards, sampling, KL target) must stay the CPU recipe's."""
+    folder = Path("recipes/SmolLM2-135M-Instruct/grpo")
+    cpu = yaml.safe_load((folder / "bfcl.yaml").read_text())
+    gpu = yaml.safe_load((folder / "bfcl-gpu.yaml").read_text())
+    scaled = {
+        "dataset_name": "outputs/bfcl-task/train_long.jsonl",
+        "eval_data": "outputs/bfcl-task/eval_full.jsonl",
+        "eval_batch_size": 120,
+        "per_device_train_batch_size": 128,
+        "max_steps": 45,
+        "use_cpu": False,
+        "bf16": True,
+        "output_dir": "outputs/smollm2-bfcl-gpu",
+        "save_strategy": "steps",
+        "save_steps": 15,
+    }
+    assert {key: gpu[key] for key in scaled} == scaled
+    shared = (set(cpu) | set(gpu)) - set(scaled) - {"kl_horizon"}
+    assert {key: gpu.get(key) for key in shared} == {key: cpu.get(key) for key in shared}
+    # The KL horizon counts completions (docs/configuration.md): it scales with the completions a step.
+    horizon_per_completion = cpu["kl_horizon"] / cpu["per_device_train_batch_size"]
+    assert gpu["kl_horizon"] / gpu["per_device_train_batch_size"] == horizon_per_completion
