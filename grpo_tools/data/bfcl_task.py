@@ -267,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         f"neither dev nor the warm start, live_irrelevance spread to {LONG_IRRELEVANCE_ROWS} rows (a GPU's GRPO split)",
     )
     args = parser.parse_args(argv)
+    if args.long_train_tokens is not None and args.long_train_tokens < 1:
+        parser.error(f"--long-train-tokens must be a positive number of tokens, got {args.long_train_tokens}")
     from transformers import AutoTokenizer
 
     try:
@@ -274,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         splits, manifest = build_task(
             tokenizer, DEFAULT_SIZES, args.max_prompt_tokens, args.max_completion_tokens, args.eval_rows, args.seed
         )
-        if args.long_train_tokens:
+        if args.long_train_tokens is not None:
             splits["train_long"] = long_train_split(
                 tokenizer, splits, args.long_train_tokens, args.max_completion_tokens, args.seed
             )

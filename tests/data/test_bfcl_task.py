@@ -161,3 +161,11 @@ def test_the_command_writes_the_long_split_and_counts_it_only_when_asked(task, t
     written = json.loads((tmp_path / "long" / "manifest.json").read_text())
     assert written["max_prompt_tokens_train_long"] == 900
     assert sum(written["splits"]["train_long"].values()) == 3
+
+
+@pytest.mark.parametrize("tokens", ["0", "-5"])
+def test_a_long_split_of_no_tokens_is_refused_before_anything_is_built(tokens, tiny_model_dir, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        bfcl_task.main(["--tokenizer", tiny_model_dir, "--out", str(tmp_path / "out"), "--long-train-tokens", tokens])
+    assert exit_.value.code == 2 and not (tmp_path / "out").exists()
+    assert f"--long-train-tokens must be a positive number of tokens, got {tokens}" in capsys.readouterr().err
