@@ -269,10 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.long_train_tokens is not None and args.long_train_tokens < 1:
         parser.error(f"--long-train-tokens must be a positive number of tokens, got {args.long_train_tokens}")
-    from transformers import AutoTokenizer
+    from grpo_tools.data.prompts import load_tokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+        tokenizer = load_tokenizer(args.tokenizer)
         splits, manifest = build_task(
             tokenizer, DEFAULT_SIZES, args.max_prompt_tokens, args.max_completion_tokens, args.eval_rows, args.seed
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from grpo_tools.data.rows import DataError, check_rows, read_jsonl
@@ -111,3 +112,31 @@ def prompt_dataset(rows: list[dict[str, Any]], tokenizer: Any, with_gold: bool =
             record["gold_completion"] = gold_completion(tokenizer, row)
         records.append(record)
     return Dataset.from_list(records)
+
+
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")  # a folder with neither holds no tokenizer to load
+
+
+def load_tokenizer(name: str, **kwargs: Any) -> Any:
+    """`AutoTokenizer.from_pretrained(name, **kwargs)`, whose `OSError`, when NAME is no folder here, names NAME and
+    says that neither a folder nor the Hugging Face Hub gave it, in place of transformers' words about connecting to
+    huggingface.co (as a recipe run before its model folder was made gets). A NAME that cannot be a Hub id (`/...`,
+    `./...`, `~/...`, two slashes or more) gets "no such folder" alone, and a folder without a tokenizer file is
+    refused before transformers, which raises a `ValueError` about converting slow tokenizers for it.
+    """
+    from transformers import AutoTokenizer
+
+    path = Path(name).expanduser()
+    if path.is_file():
+        raise OSError(f"{name}: a file, not a model folder")
+    if path.is_dir() and not any((path / file).is_file() for file in TOKENIZER_FILES):
+        raise OSError(f"{name}: not a model folder (no {' or '.join(TOKENIZER_FILES)} in it)")
+    try:
+        return AutoTokenizer.from_pretrained(name, **kwargs)
+    except OSError as error:
+        if path.exists():
+            raise
+        if name.startswith(("/", ".", "~")) or name.count("/") > 1:  # a path: no Hub id looks like it
+            raise OSError(f"{name}: no such folder") from error
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise OSError(f"{name}: no such folder, and the Hugging Face Hub could not give it ({reason})") from error

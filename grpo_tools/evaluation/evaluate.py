@@ -211,13 +211,13 @@ def _has_tokenizer(folder: str) -> bool:
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     """The model (with the adapter, when given) and tokenizer; the adapter folder's tokenizer wins when it has one."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    from grpo_tools.data.prompts import load_tokenizer
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    tokenizer = AutoTokenizer.from_pretrained(
-        args.adapter if args.adapter and _has_tokenizer(args.adapter) else args.model
-    )
+    tokenizer = load_tokenizer(args.adapter if args.adapter and _has_tokenizer(args.adapter) else args.model)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype).to(device)
@@ -331,11 +331,9 @@ def _run(args: argparse.Namespace, rows: list[dict[str, Any]], labels: list[str]
         return 2
     model, tokenizer = (None, None) if args.vllm else _load(args)
     if tokenizer is None:
-        from transformers import AutoTokenizer
+        from grpo_tools.data.prompts import load_tokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(
-            args.adapter if args.adapter and _has_tokenizer(args.adapter) else args.model
-        )
+        tokenizer = load_tokenizer(args.adapter if args.adapter and _has_tokenizer(args.adapter) else args.model)
     if not tokenizer.chat_template:
         print(f"grpo-tools eval: {args.model}: the tokenizer has no chat template to render tools", file=sys.stderr)
         return 2

@@ -229,11 +229,11 @@ def _load_data(script_args: Any) -> tuple[list[dict], list[dict] | None]:
 
 
 def _load_tokenizer(model_args: Any) -> Any:
-    from transformers import AutoTokenizer
+    from grpo_tools.data.prompts import load_tokenizer
 
     if not model_args.model_name_or_path:
         raise ConfigError("no model: set model_name_or_path")
-    tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision)
+    tokenizer = load_tokenizer(model_args.model_name_or_path, revision=model_args.model_revision)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer

@@ -124,7 +124,7 @@ def test_an_unknown_category_is_one_clear_error():
 
 def test_a_missing_tokenizer_folder_exits_2_with_one_message(tmp_path, capsys):
     assert bfcl_task.main(["--tokenizer", str(tmp_path / "nothing"), "--out", str(tmp_path / "out")]) == 2
-    assert "python -m grpo_tools.data.bfcl_task:" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"python -m grpo_tools.data.bfcl_task: {tmp_path / 'nothing'}: no such folder\n"
 
 
 def test_the_long_split_keeps_dev_and_warm_start_apis_out_and_holds_the_grpo_splits_call_rows(task, tokenizer):

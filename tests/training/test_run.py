@@ -126,6 +126,7 @@ def test_two_processes_feed_their_controllers_the_same_kl(tiny_model_dir, small_
         ({"beta": 0.0}, "adaptive_kl needs a starting beta > 0"),
         ({"kl_controller": "pid"}, "kl_controller must be one of band, proportional, got 'pid'"),
         ({"dataset_name": "missing.jsonl"}, "missing.jsonl: no such file"),
+        ({"model_name_or_path": "not-converted/yet"}, "not-converted/yet: no such folder, and the Hugging Face Hub"),
         ({"reward_funcs": ["tool_magic"]}, "unknown reward_funcs"),
         ({"push_to_hub": True}, "push_to_hub needs hub_model_id"),
         ({"push_to_hub": True, "hub_model_id": "no-owner"}, "hub_model_id: repo id 'no-owner': expected owner/name"),
