@@ -117,12 +117,24 @@ def prompt_dataset(rows: list[dict[str, Any]], tokenizer: Any, with_gold: bool =
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")  # a folder with neither holds no tokenizer to load
 
 
+def check_model_folder(name: str) -> None:
+    """Raise one `OSError` naming NAME when it is a file, or a folder here without the `config.json` every transformers
+    model folder has (transformers raises a `ValueError` about `model_type` for it, after the tokenizer loaded). A
+    name that is no folder here is left to `load_tokenizer`, since it may be a Hub id."""
+    path = Path(name).expanduser()
+    if path.is_file():
+        raise OSError(f"{name}: a file, not a model folder")
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise OSError(f"{name}: not a model folder (no config.json in it)")
+
+
 def load_tokenizer(name: str, **kwargs: Any) -> Any:
-    """`AutoTokenizer.from_pretrained(name, **kwargs)`, whose `OSError`, when NAME is no folder here, names NAME and
-    says that neither a folder nor the Hugging Face Hub gave it, in place of transformers' words about connecting to
-    huggingface.co (as a recipe run before its model folder was made gets). A NAME that cannot be a Hub id (`/...`,
-    `./...`, `~/...`, two slashes or more) gets "no such folder" alone, and a folder without a tokenizer file is
-    refused before transformers, which raises a `ValueError` about converting slow tokenizers for it.
+    """`AutoTokenizer.from_pretrained(name, **kwargs)`, with one `OSError` naming NAME when it holds no tokenizer.
+
+    For a missing folder, transformers tells the user to check the internet connection. Here the message says "no such
+    folder", with the Hub's reason when NAME could be a Hub id (`owner/model`) and alone when it could not (`/...`,
+    `./...`, `~/...`, two slashes or more). A file, or a folder without a tokenizer file (where transformers raises a
+    `ValueError` about converting slow tokenizers), is "not a model folder".
     """
     from transformers import AutoTokenizer
 

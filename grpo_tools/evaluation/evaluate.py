@@ -329,10 +329,11 @@ def _run(args: argparse.Namespace, rows: list[dict[str, Any]], labels: list[str]
     if multi_turn and (args.vllm or args.num_samples > 1):
         print("grpo-tools eval: multi-turn rows are evaluated greedily with transformers only", file=sys.stderr)
         return 2
+    from grpo_tools.data.prompts import check_model_folder, load_tokenizer
+
+    check_model_folder(args.model)
     model, tokenizer = (None, None) if args.vllm else _load(args)
     if tokenizer is None:
-        from grpo_tools.data.prompts import load_tokenizer
-
         tokenizer = load_tokenizer(args.adapter if args.adapter and _has_tokenizer(args.adapter) else args.model)
     if not tokenizer.chat_template:
         print(f"grpo-tools eval: {args.model}: the tokenizer has no chat template to render tools", file=sys.stderr)

@@ -229,10 +229,11 @@ def _load_data(script_args: Any) -> tuple[list[dict], list[dict] | None]:
 
 
 def _load_tokenizer(model_args: Any) -> Any:
-    from grpo_tools.data.prompts import load_tokenizer
+    from grpo_tools.data.prompts import check_model_folder, load_tokenizer
 
     if not model_args.model_name_or_path:
         raise ConfigError("no model: set model_name_or_path")
+    check_model_folder(model_args.model_name_or_path)
     tokenizer = load_tokenizer(model_args.model_name_or_path, revision=model_args.model_revision)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -4,12 +4,15 @@ bad rows reported with their row and field, and `load_tokenizer`'s one message f
 here nor on the Hub."""
 
 import json
+import re
+import shutil
 from types import SimpleNamespace
 
 import pytest
 
 from grpo_tools.data.prompts import (
     NO_CALL_REPLY,
+    check_model_folder,
     gold_message,
     load_rows,
     load_tokenizer,
@@ -100,7 +103,7 @@ def test_load_tokenizer_loads_a_folders_tokenizer(tiny_model_dir):
 @pytest.mark.parametrize("relative", ["no-model", "two/levels/deep"])
 def test_a_missing_folder_is_named_and_the_hub_left_out(tmp_path, relative):
     name = str(tmp_path / relative)  # absolute: no Hub id looks like it
-    with pytest.raises(OSError, match=r"^" + name + r": no such folder$"):
+    with pytest.raises(OSError, match="^" + re.escape(name) + ": no such folder$"):
         load_tokenizer(name)
 
 
@@ -120,3 +123,16 @@ def test_a_folder_or_file_that_holds_no_tokenizer_is_refused_by_name(tmp_path):
     (tmp_path / "model.gguf").write_bytes(b"GGUF")
     with pytest.raises(OSError, match=r"model.gguf: a file, not a model folder$"):
         load_tokenizer(str(tmp_path / "model.gguf"))
+
+
+def test_a_folder_with_a_tokenizer_but_no_model_is_refused_by_name(tiny_model_dir, tmp_path):
+    check_model_folder(tiny_model_dir)  # a model folder passes
+    check_model_folder("owner/model")  # no folder here: maybe a Hub id, left to load_tokenizer
+    folder = tmp_path / "tokenizer-only"
+    shutil.copytree(tiny_model_dir, folder)
+    (folder / "config.json").unlink()
+    assert load_tokenizer(str(folder)).chat_template  # enough for bfcl_task's --tokenizer
+    with pytest.raises(OSError, match=r"tokenizer-only: not a model folder \(no config.json in it\)$"):
+        check_model_folder(str(folder))  # transformers raises a ValueError about model_type here
+    with pytest.raises(OSError, match=r"tokenizer.json: a file, not a model folder$"):
+        check_model_folder(str(folder / "tokenizer.json"))

@@ -260,6 +260,7 @@ def test_training_folder_tokenizer_is_used_with_its_adapter(tiny_model_dir, adap
         (lambda m, a, d, t: ["--model", m, "--data", str(t / "missing.jsonl")], "missing.jsonl"),
         (lambda m, a, d, t: ["--model", str(t / "no-model"), "--data", d], "no-model: no such folder"),
         (lambda m, a, d, t: ["--model", str(t), "--data", d], ": not a model folder"),
+        (lambda m, a, d, t: ["--model", a, "--data", d], ": not a model folder (no config.json in it)"),
     ],
 )
 def test_bad_input_gets_one_message_and_exit_2(
