@@ -286,6 +286,7 @@ def main(argv: list[str]) -> int:
     temperature = args.temperature if args.temperature is not None else (1.0 if args.num_samples > 1 else 0.0)
 
     from grpo_tools.data.rows import DataError
+    from grpo_tools.tools.rollouts import ResponseParsingError
 
     problem = _check_adapter(args.adapter) if args.adapter else None
     if problem:
@@ -301,8 +302,9 @@ def main(argv: list[str]) -> int:
     labels = (["base"] if args.compare_base or not args.adapter else []) + (["adapter"] if args.adapter else [])
     try:
         return _run(args, rows, labels, temperature)
-    # OSError: a model that is neither a folder nor on the Hub, an unwritable output dir; DataError: mixed rows
-    except (OSError, DataError) as error:
+    # OSError: a model that is neither a folder nor on the Hub, an unwritable output dir; DataError: mixed rows, rows
+    # the chat template cannot render; ResponseParsingError: multi-turn rows, and no way to parse the model's calls
+    except (OSError, DataError, ResponseParsingError) as error:
         print(f"grpo-tools eval: {error}", file=sys.stderr)
         return 2
 
