@@ -95,7 +95,10 @@ def test_every_row_renders_or_stops_the_run_naming_it(template, fixture, with_go
     for row_id in failures:
         assert f"row id={row_id}: " in message
     assert LLAMA_REASON in message
-    assert "unrenderable_rows: skip" in message  # the switch that goes on without them
+    if len(failures) < len(rows):
+        assert "unrenderable_rows: skip" in message  # the switch that goes on without them
+    else:
+        assert message.endswith("no row is left to train on")
 
 
 @pytest.mark.parametrize("with_gold", [False, True], ids=["prompt", "gold-turn"])
@@ -104,6 +107,10 @@ def test_skip_leaves_out_exactly_the_reported_rows_with_one_warning(template, fi
     name, tokenizer = template
     rows = fixture_rows(fixture)
     failures = EXPECTED_FAILURES[name, with_gold].get(fixture, set())
+    if len(failures) == len(rows):  # nothing left to train on: one message, as with `error`
+        with pytest.raises(DataError, match="no row is left to train on"):
+            prompt_dataset(rows, tokenizer, with_gold=with_gold, unrenderable_rows="skip")
+        return
     with caplog.at_level(logging.WARNING, logger="grpo_tools"):
         dataset = prompt_dataset(rows, tokenizer, with_gold=with_gold, unrenderable_rows="skip", source="d.jsonl")
     assert dataset["id"] == [str(row["id"]) for row in rows if str(row["id"]) not in failures]
@@ -126,6 +133,10 @@ def test_warm_start_examples_render_or_are_reported(template, fixture, caplog):
     rows = fixture_rows(fixture)
     failures = EXPECTED_FAILURES[name, True].get(fixture, set())
     kept = [row for row in rows if str(row["id"]) not in failures]
+    if not kept:
+        with pytest.raises(DataError, match="no row is left to train on"):
+            sft_dataset(rows, tokenizer, unrenderable_rows="skip")
+        return
     with caplog.at_level(logging.WARNING, logger="grpo_tools"):
         dataset = sft_dataset(rows, tokenizer, unrenderable_rows="skip", source="warm.jsonl")
     assert dataset["prompt"] == prompt_dataset(kept, tokenizer)["prompt"]
