@@ -298,9 +298,14 @@ def test_skip_trains_without_the_rows_the_chat_template_cannot_render(
     llama_template_model_dir, hermes_data, tmp_path, caplog
 ):
     """With a warm start too: GRPO leaves out the two rows whose prompts cannot be rendered, the warm start also the
-    row whose gold turn cannot, and each says so in one warning line."""
+    row whose gold turn cannot, and each says so in one warning line; held-out rows are scored as failures."""
     recipe = hermes_recipe(
-        tmp_path, llama_template_model_dir, hermes_data, warmup_sft_epochs=1, warmup_sft_batch_size=2
+        tmp_path,
+        llama_template_model_dir,
+        hermes_data,
+        warmup_sft_epochs=1,
+        warmup_sft_batch_size=2,
+        eval_data=hermes_data,
     )
     with caplog.at_level(logging.WARNING):
         assert cli(["train", "--config", recipe, "--unrenderable_rows", "skip"]) == 0
@@ -313,3 +318,7 @@ def test_skip_trains_without_the_rows_the_chat_template_cannot_render(
     state = json.loads((tmp_path / "out" / "trainer_state.json").read_text())
     assert state["global_step"] == 1
     assert (tmp_path / "out" / "warmup" / "model.safetensors").is_file()
+    for label in ("before", "after"):
+        report = json.loads((tmp_path / "out" / f"{label}_report.json").read_text())
+        assert report["rows"]["data"] == 4 and report["rows"]["unrenderable"] == 2
+        assert [row["id"] for row in report["unrenderable"]] == ["hermes-b-1", "hermes-b-2"]
