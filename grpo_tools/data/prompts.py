@@ -224,7 +224,7 @@ def rendered_rows(
         lines = [f"{where}{failure}" for failure in failures[:20]]
         more = [f"... and {len(failures) - 20} more"] if len(failures) > 20 else []
         header = f"{where}{len(failures)} of {len(rows)} rows cannot be rendered by {template}:"
-        last = switch if kept else "no row is left to train on"
+        last = switch if unrenderable_rows == "error" else "no row is left to train on"
         raise UnrenderableRowsError("\n".join([header, *lines, *more, last]), failures)
     named = "; ".join(str(failure) for failure in failures[:3])
     more = f"; and {len(failures) - 3} more" if len(failures) > 3 else ""
