@@ -98,3 +98,40 @@ def small_data(tmp_path_factory):
 def read_json_lines(path):
     with open(path) as handle:
         return [json.loads(line) for line in handle if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def llama_template_model_dir(tiny_model_dir, tmp_path_factory):
+    """A copy of the tiny model folder whose chat template is trl's bundled Llama 3.2 template (one call per assistant
+    turn: it raises on a turn with several)."""
+    import shutil
+    from pathlib import Path
+
+    import trl
+
+    folder = tmp_path_factory.mktemp("llama-template") / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    template = (Path(trl.__file__).parent / "chat_templates" / "llama3_2.jinja").read_text(encoding="utf-8")
+    (folder / "chat_template.jinja").write_text(template, encoding="utf-8")
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    if "chat_template" in config:
+        config["chat_template"] = template
+        (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return str(folder)
+
+
+@pytest.fixture(scope="session")
+def hermes_data(tmp_path_factory):
+    """tests/fixtures/sources/hermes.jsonl converted to canonical rows: `hermes-a-0` renders under Llama 3.2's template,
+    `hermes-b-0` as a prompt only (its gold turn has two calls), `hermes-b-1` and `hermes-b-2` not at all (two calls
+    in their history)."""
+    from pathlib import Path
+
+    from grpo_tools.data.converters import convert_rows, read_source
+
+    source = Path(__file__).parent / "fixtures" / "sources" / "hermes.jsonl"
+    rows = convert_rows("hermes", read_source(str(source))).rows
+    assert [row["id"] for row in rows] == ["hermes-a-0", "hermes-b-0", "hermes-b-1", "hermes-b-2"]
+    path = tmp_path_factory.mktemp("hermes") / "hermes.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return str(path)

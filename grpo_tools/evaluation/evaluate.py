@@ -18,9 +18,8 @@ from math import comb
 from pathlib import Path
 from typing import Any
 
-from grpo_tools.data.prompts import render_prompt
 from grpo_tools.evaluation.compare import print_comparison
-from grpo_tools.evaluation.generation import generate_completions
+from grpo_tools.evaluation.generation import generate_completions, row_prompts, spread_completions
 
 
 __all__ = [
@@ -55,18 +54,23 @@ def _golds(rows: list[dict[str, Any]]) -> list[Any]:
     return [make_gold(row["tools"], row["answers"], row.get("possible_answers"), str(row["id"])) for row in rows]
 
 
-def _reward_means(golds: list[Any], completions: list[str]) -> dict[str, float]:
-    """The mean of every registered reward over the rows, so a report shows format and schema progress as well."""
+def _reward_means(golds: list[Any], completions: list[str | None]) -> dict[str, float]:
+    """The mean of every registered reward over the rows, so a report shows format and schema progress as well; a row
+    without a completion (its prompt could not be rendered) scores 0."""
     from grpo_tools.rewards import REWARDS, score_completion
 
     return {
-        name: sum(score_completion(name, text, gold).score for text, gold in zip(completions, golds, strict=True))
+        name: sum(
+            score_completion(name, text, gold).score
+            for text, gold in zip(completions, golds, strict=True)
+            if text is not None
+        )
         / len(golds)
         for name in REWARDS
     }
 
 
-def _argument_summary(golds: list[Any], completions: list[str]) -> dict[str, dict[str, int]]:
+def _argument_summary(golds: list[Any], completions: list[str | None]) -> dict[str, dict[str, int]]:
     """For every `tool.argument` of the gold calls: how often a call to the right tool carried it (`checked`), and
     how often its value was wrong or left out (`wrong`); most often wrong first."""
     from grpo_tools.rewards import argument_checks
@@ -74,7 +78,7 @@ def _argument_summary(golds: list[Any], completions: list[str]) -> dict[str, dic
     checked: dict[str, int] = {}
     wrong: dict[str, int] = {}
     for gold, text in zip(golds, completions, strict=True):
-        for argument, right in argument_checks(text, gold):
+        for argument, right in argument_checks(text, gold) if text is not None else []:
             checked[argument] = checked.get(argument, 0) + 1
             wrong[argument] = wrong.get(argument, 0) + (not right)
     order = sorted(checked, key=lambda argument: (-wrong[argument], argument))
@@ -82,7 +86,7 @@ def _argument_summary(golds: list[Any], completions: list[str]) -> dict[str, dic
 
 
 def _sampling_summary(
-    rows: list[dict[str, Any]], golds: list[Any], samples: list[list[str]], scorer: str, temperature: float
+    rows: list[dict[str, Any]], golds: list[Any], samples: list[list[str | None]], scorer: str, temperature: float
 ) -> dict[str, Any]:
     """pass@k overall and per category from `num_samples` completions per row (k = 1 and the powers of 2 up to n)."""
     from grpo_tools.data.rows import derive_category
@@ -94,7 +98,9 @@ def _sampling_summary(
     totals: dict[str, dict[int, float]] = {}
     counts: dict[str, int] = {}
     for row, gold, row_samples in zip(rows, golds, samples, strict=True):
-        correct = sum(score_completion(SCORERS[scorer], text, gold).score >= 1.0 for text in row_samples)
+        correct = sum(
+            text is not None and score_completion(SCORERS[scorer], text, gold).score >= 1.0 for text in row_samples
+        )
         for category in ("all", row.get("category") or derive_category(gold.calls, gold.tool_list)):
             counts[category] = counts.get(category, 0) + 1
             per_k = totals.setdefault(category, dict.fromkeys(ks, 0.0))
@@ -120,12 +126,14 @@ def evaluate_model(
     label: str = "eval",
     num_samples: int = 1,
     temperature: float = 0.0,
-    completions: list[str] | None = None,
+    completions: list[str | None] | None = None,
 ) -> dict[str, Any]:
     """Generate for every row (unless `completions` are given, `num_samples` per row, grouped by row), score, and
     write into `output_dir`: `<label>_data.jsonl` (the rows), `<label>_predictions.jsonl` (the first completion of each
     row, in the layout `grpo-tools score` reads), `<label>_rows.jsonl` (its verdict per row, as `score --per-row`), `<label>_samples.jsonl` when sampling several, and
-    `<label>_report.json`; return the report.
+    `<label>_report.json`; return the report. A row whose prompt the chat template cannot render gets no completion
+    (None in `completions`) and is scored as a failure, as a row without a prediction is: the report counts them
+    (`rows.unrenderable`) and lists each with the template's reason (`unrenderable`).
 
     The report is `score`'s for the predictions file, plus `rewards` (the mean of every reward), `arguments` (per
     gold argument, how often a call to the right tool got its value wrong) and, with several samples, `sampling`
@@ -135,12 +143,19 @@ def evaluate_model(
 
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
+    # Given completions (scored as they are) need no tokenizer; with one, the rows it cannot render are named.
+    prompts, failures = row_prompts(tokenizer, rows) if tokenizer is not None else ([], [])
+    if failures:
+        named = "; ".join(str(failure) for failure in failures[:3]) + ("; ..." if len(failures) > 3 else "")
+        logger.warning(
+            "%s: %d of %d rows cannot be rendered by the chat template; scored as failures: %s",
+            label, len(failures), len(rows), named,
+        )  # fmt: skip
     if completions is None:
-        prompts = [render_prompt(tokenizer, row) for row in rows]
-        completions = generate_completions(
+        generated = generate_completions(
             model,
             tokenizer,
-            prompts,
+            [prompt for prompt in prompts if prompt is not None],
             batch_size,
             max_new_tokens,
             progress,
@@ -148,6 +163,7 @@ def evaluate_model(
             num_samples=num_samples,
             temperature=temperature,
         )
+        completions = spread_completions(generated, prompts, num_samples)
     samples = [completions[index * num_samples : (index + 1) * num_samples] for index in range(len(rows))]
     data_path = output_dir / f"{label}_data.jsonl"
     predictions_path = output_dir / f"{label}_predictions.jsonl"
@@ -156,6 +172,7 @@ def evaluate_model(
         "".join(
             json.dumps({"id": row["id"], "completion": texts[0]}) + "\n"
             for row, texts in zip(rows, samples, strict=True)
+            if texts[0] is not None
         ),
         encoding="utf-8",
     )
@@ -164,44 +181,22 @@ def evaluate_model(
     golds = _golds(rows)
     report["rewards"] = _reward_means(golds, [texts[0] for texts in samples])
     report["arguments"] = _argument_summary(golds, [texts[0] for texts in samples])
+    if failures:
+        report["rows"]["unrenderable"] = len(failures)
+        report["unrenderable"] = [{"id": f.row_id, "reason": f"{f.part}: {f.reason}"} for f in failures]
     if num_samples > 1:
         (output_dir / f"{label}_samples.jsonl").write_text(
             "".join(
                 json.dumps({"id": row["id"], "sample": index, "completion": text}) + "\n"
                 for row, texts in zip(rows, samples, strict=True)
                 for index, text in enumerate(texts)
+                if text is not None
             ),
             encoding="utf-8",
         )
         report["sampling"] = _sampling_summary(rows, golds, samples, scorer, temperature)
     (output_dir / f"{label}_report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
-
-
-def _vllm_completions(
-    args: argparse.Namespace, prompts: list[str], labels: list[str], temperature: float
-) -> dict[str, list[str]]:
-    """Completions per label ("base" and/or "adapter") from vLLM, the adapter served as a LoRA request."""
-    from vllm import LLM, SamplingParams
-    from vllm.lora.request import LoRARequest
-
-    rank = json.loads(Path(args.adapter, "adapter_config.json").read_text())["r"] if args.adapter else None
-    llm = LLM(
-        model=args.model,
-        tokenizer=args.adapter if args.adapter and _has_tokenizer(args.adapter) else args.model,
-        enable_lora=args.adapter is not None,
-        max_lora_rank=max(rank or 16, 16),
-        seed=args.seed,
-    )
-    params = SamplingParams(
-        n=args.num_samples, temperature=temperature, top_p=args.top_p, max_tokens=args.max_new_tokens, seed=args.seed
-    )
-    results = {}
-    for label in labels:
-        lora = LoRARequest("adapter", 1, args.adapter) if label == "adapter" else None
-        outputs = llm.generate(prompts, params, lora_request=lora)
-        results[label] = [sample.text for output in outputs for sample in output.outputs]
-    return results
 
 
 def _has_tokenizer(folder: str) -> bool:
@@ -277,6 +272,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--max-turns", type=int, default=4, help="multi-turn rows: assistant turns per rollout, tool results between"
     )
+    parser.add_argument(
+        "--unrenderable-rows",
+        choices=["error", "fail"],
+        default="error",
+        help="rows whose prompt the model's chat template cannot render: refuse the evaluation, naming them (error), "
+        "or score them as failures, counted in the report (fail)",
+    )
     parser.add_argument("--device", default="auto", help="auto (a GPU when there is one), cpu, cuda, cuda:1, ...")
     parser.add_argument("--vllm", action="store_true", help="generate with vLLM (pip install 'grpo-tools[vllm]')")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
@@ -286,6 +288,7 @@ def main(argv: list[str]) -> int:
     temperature = args.temperature if args.temperature is not None else (1.0 if args.num_samples > 1 else 0.0)
 
     from grpo_tools.data.rows import DataError
+    from grpo_tools.tools.rollouts import ResponseParsingError
 
     problem = _check_adapter(args.adapter) if args.adapter else None
     if problem:
@@ -301,8 +304,9 @@ def main(argv: list[str]) -> int:
     labels = (["base"] if args.compare_base or not args.adapter else []) + (["adapter"] if args.adapter else [])
     try:
         return _run(args, rows, labels, temperature)
-    # OSError: a model that is neither a folder nor on the Hub, an unwritable output dir; DataError: mixed rows
-    except (OSError, DataError) as error:
+    # OSError: a model that is neither a folder nor on the Hub, an unwritable output dir; DataError: mixed rows, rows
+    # the chat template cannot render; ResponseParsingError: multi-turn rows, and no way to parse the model's calls
+    except (OSError, DataError, ResponseParsingError) as error:
         print(f"grpo-tools eval: {error}", file=sys.stderr)
         return 2
 
@@ -338,8 +342,19 @@ def _run(args: argparse.Namespace, rows: list[dict[str, Any]], labels: list[str]
     if not tokenizer.chat_template:
         print(f"grpo-tools eval: {args.model}: the tokenizer has no chat template to render tools", file=sys.stderr)
         return 2
-    prompts = [] if multi_turn else [render_prompt(tokenizer, row) for row in rows]
-    generated = _vllm_completions(args, prompts, labels, temperature) if args.vllm else {}
+    if not multi_turn and args.unrenderable_rows == "error":
+        from grpo_tools.data.prompts import rendered_rows
+
+        rendered_rows(
+            rows, tokenizer, source=args.data, switch="pass --unrenderable-rows fail to score them as failures"
+        )
+    generated = {}
+    if args.vllm and not multi_turn:
+        from grpo_tools.evaluation.generation import vllm_completions
+
+        prompts = row_prompts(tokenizer, rows)[0]
+        texts = vllm_completions(args, [prompt for prompt in prompts if prompt is not None], labels, temperature)
+        generated = {label: spread_completions(texts[label], prompts, args.num_samples) for label in labels}
     reports = {}
     for label in labels:
         # The base model is the adapter's model with the adapter switched off: no second copy of the weights.

@@ -1,11 +1,73 @@
-"""Batched generation with transformers for evaluation: greedy, or several sampled completions per prompt."""
+"""Generation for evaluation: batched with transformers (greedy, or several sampled completions per prompt) or with
+vLLM, for the rows whose prompts the model's chat template renders."""
 
 from __future__ import annotations
 
+import argparse
+import json
+from pathlib import Path
 from typing import Any
 
+from grpo_tools.data.prompts import RenderFailure, render_row
 
-__all__ = ["contiguous_head_input", "generate_completions"]
+
+__all__ = ["contiguous_head_input", "generate_completions", "row_prompts", "spread_completions", "vllm_completions"]
+
+
+def row_prompts(tokenizer: Any, rows: list[dict[str, Any]]) -> tuple[list[str | None], list[RenderFailure]]:
+    """Each row's prompt as the chat template renders it, None where the template cannot (those rows' failures are
+    returned beside, in order): such a row gets no completion and is scored as a failure."""
+    prompts: list[str | None] = []
+    failures = []
+    for row in rows:
+        rendered = render_row(tokenizer, row)
+        if isinstance(rendered, RenderFailure):
+            failures.append(rendered)
+            prompts.append(None)
+        else:
+            prompts.append(rendered["prompt"])
+    return prompts, failures
+
+
+def spread_completions(completions: list[str], prompts: list[str | None], num_samples: int) -> list[str | None]:
+    """Completions generated for the rendered prompts only (`num_samples` each, in order), laid out over every row:
+    `num_samples` Nones where a row had no prompt."""
+    spread: list[str | None] = []
+    position = 0
+    for prompt in prompts:
+        if prompt is None:
+            spread += [None] * num_samples
+        else:
+            spread += completions[position : position + num_samples]
+            position += num_samples
+    return spread
+
+
+def vllm_completions(
+    args: argparse.Namespace, prompts: list[str], labels: list[str], temperature: float
+) -> dict[str, list[str]]:
+    """Completions per label ("base" and/or "adapter") from vLLM, the adapter served as a LoRA request."""
+    from vllm import LLM, SamplingParams
+    from vllm.lora.request import LoRARequest
+
+    rank = json.loads(Path(args.adapter, "adapter_config.json").read_text())["r"] if args.adapter else None
+    has_tokenizer = bool(args.adapter) and Path(args.adapter, "tokenizer_config.json").is_file()
+    llm = LLM(
+        model=args.model,
+        tokenizer=args.adapter if has_tokenizer else args.model,
+        enable_lora=args.adapter is not None,
+        max_lora_rank=max(rank or 16, 16),
+        seed=args.seed,
+    )
+    params = SamplingParams(
+        n=args.num_samples, temperature=temperature, top_p=args.top_p, max_tokens=args.max_new_tokens, seed=args.seed
+    )
+    results = {}
+    for label in labels:
+        lora = LoRARequest("adapter", 1, args.adapter) if label == "adapter" else None
+        outputs = llm.generate(prompts, params, lora_request=lora)
+        results[label] = [sample.text for output in outputs for sample in output.outputs]
+    return results
 
 
 def contiguous_head_input(model: Any) -> Any:

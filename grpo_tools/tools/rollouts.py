@@ -27,7 +27,28 @@ from grpo_tools.tools.trajectories import (
 )
 
 
-__all__ = ["Rollout", "evaluate_multi_turn", "run_rollouts"]
+__all__ = ["ResponseParsingError", "Rollout", "evaluate_multi_turn", "run_rollouts"]
+
+
+class ResponseParsingError(ValueError):
+    """The tokenizer has no response template and trl knows none for its chat template: calls cannot be parsed."""
+
+
+def use_response_parser(tokenizer: Any) -> None:
+    """Give a tokenizer without a response template (or legacy schema) trl's for its chat template, as trl's
+    `GRPOTrainer` does before its tool loop: a Hub tokenizer (Qwen2.5, Llama 3.x) ships none, and without one
+    `parse_response` cannot read a single call."""
+    if getattr(tokenizer, "response_template", None) is not None or getattr(tokenizer, "response_schema", None):
+        return
+    from trl import add_response_schema
+
+    try:
+        add_response_schema(tokenizer)
+    except ValueError as error:
+        raise ResponseParsingError(
+            f"{tokenizer.name_or_path}: no response template to parse tool calls with, and trl knows none for this "
+            f"chat template; set one on the tokenizer (`response_template`) ({error})"
+        ) from None
 
 
 @dataclass
@@ -89,6 +110,7 @@ def run_rollouts(
     from tqdm import tqdm
     from trl.chat_template_utils import parse_response
 
+    use_response_parser(tokenizer)
     rollouts = []
     for row in rows:
         environment = get_environment(row)(timeout=timeout)

@@ -282,6 +282,15 @@ class ToolScriptArguments(ScriptArguments):
         default="exact", metadata={"help": "Reward that decides correctness in the before/after evaluation."}
     )
     eval_batch_size: int = field(default=32, metadata={"help": "Prompts generated at once during evaluation."})
+    unrenderable_rows: Literal["error", "skip"] = field(
+        default="error",
+        metadata={
+            "help": "Rows the model's chat template cannot render (e.g. Llama 3.2's refuses an assistant turn with "
+            "several calls), as a prompt, a gold turn (`gold_in_group`, warm start) or a held-out prompt: `error` "
+            "stops before training with one message naming each row and the template's reason; `skip` leaves them "
+            "out of training with one warning line counting them, and scores held-out ones as failures."
+        },
+    )
     warmup_sft_epochs: float = field(
         default=0.0,
         metadata={

@@ -169,7 +169,7 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
     from transformers import set_seed
 
     from grpo_tools import fastpath
-    from grpo_tools.training.warm_start import warm_started_model
+    from grpo_tools.training.warm_start import renderable_rows, warm_started_model
 
     # Config: the Hub repo is checked now rather than after hours of training
     set_seed(training_args.seed)
@@ -183,6 +183,7 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
 
     # Model, warm-started on the gold answers when the recipe asks
     tokenizer = _load_tokenizer(model_args)
+    train_rows = renderable_rows(train_rows, eval_rows, tokenizer, script_args, training_args.gold_in_group)
     model_path = warm_started_model(
         model_args.model_name_or_path, tokenizer, train_rows, script_args, training_args, model_args, bool(resume)
     )

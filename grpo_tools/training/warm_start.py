@@ -9,26 +9,45 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from grpo_tools.data.prompts import gold_completion, load_rows, render_prompt
+from grpo_tools.data.prompts import load_rows, rendered_rows
 from grpo_tools.models.adapters import WARM_ADAPTER_DIR
 from grpo_tools.tools.environments import is_multi_turn
 from grpo_tools.tools.trajectories import sft_example
 from grpo_tools.training.configs import ConfigError
 
 
-__all__ = ["sft_dataset", "sft_trainer", "train_sft", "warm_start", "warm_started_model"]
+__all__ = ["renderable_rows", "sft_dataset", "sft_trainer", "train_sft", "warm_start", "warm_started_model"]
 
 
-def sft_dataset(rows: list[dict[str, Any]], tokenizer: Any) -> Any:
+def renderable_rows(
+    train_rows: list[dict], eval_rows: list[dict] | None, tokenizer: Any, script_args: Any, gold_in_group: bool
+) -> list[dict]:
+    """The training rows GRPO can use, checked before any training (the warm start included): single-turn rows whose
+    prompt (and with `gold_in_group` gold turn) the chat template renders, as `unrenderable_rows` says (stop naming
+    the others, or leave them out with a warning). Held-out rows stop the run too under `error`; under `skip` the
+    evaluation scores them as failures. Multi-turn rows are rendered by trl with their environment's tools."""
+    if eval_rows and not is_multi_turn(eval_rows) and script_args.unrenderable_rows == "error":
+        rendered_rows(eval_rows, tokenizer, source=script_args.eval_data)
+    if is_multi_turn(train_rows):
+        return train_rows
+    policy, source = script_args.unrenderable_rows, script_args.dataset_name
+    return [row for row, _ in rendered_rows(train_rows, tokenizer, gold_in_group, policy, source)]
+
+
+def sft_dataset(
+    rows: list[dict[str, Any]], tokenizer: Any, unrenderable_rows: str = "error", source: str | None = None
+) -> Any:
     """A prompt-completion `datasets.Dataset` for `SFTTrainer`: the gold turn as the model's template writes it.
-    Multi-turn rows (with `env`) give their tokenized gold trajectories instead, with a `completion_mask` on what the
-    assistant writes (see `grpo_tools.tools.trajectories.sft_example`)."""
+    Rows whose prompt or gold turn the template cannot render stop here or are left out, as `unrenderable_rows` says
+    (`grpo_tools.data.prompts.rendered_rows`). Multi-turn rows (with `env`) give their tokenized gold trajectories
+    instead, with a `completion_mask` on what the assistant writes (see `grpo_tools.tools.trajectories.sft_example`)."""
     from datasets import Dataset
 
     if is_multi_turn(rows):
         return Dataset.from_list([sft_example(row, tokenizer) for row in rows])
+    rendered = rendered_rows(rows, tokenizer, with_gold=True, unrenderable_rows=unrenderable_rows, source=source)
     return Dataset.from_list(
-        [{"prompt": render_prompt(tokenizer, row), "completion": gold_completion(tokenizer, row)} for row in rows]
+        [{"prompt": texts["prompt"], "completion": texts["gold_completion"]} for _, texts in rendered]
     )
 
 
@@ -71,7 +90,12 @@ def sft_trainer(
     return SFTTrainer(
         model=model_path,
         args=SFTConfig(**{**settings, **config}),
-        train_dataset=sft_dataset(rows, tokenizer),
+        train_dataset=sft_dataset(
+            rows,
+            tokenizer,
+            script_args.unrenderable_rows,
+            script_args.warmup_sft_data or script_args.dataset_name,
+        ),
         processing_class=tokenizer,
         peft_config=peft_config,
         callbacks=callbacks,

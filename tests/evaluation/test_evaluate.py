@@ -333,3 +333,34 @@ def test_mixed_single_and_multi_turn_rows_are_refused(tiny_model_dir, eval_rows,
     data.write_text(json.dumps(eval_rows[0]) + "\n" + multi + "\n")
     assert run_eval("--model", tiny_model_dir, "--data", str(data), "--output-dir", str(tmp_path / "out")) == 2
     assert "mix multi-turn rows" in capsys.readouterr().err
+
+
+LLAMA_REASON = "This model only supports single tool-calls at once!"  # hermes-b-1 and -b-2: two calls in the history
+
+
+def test_rows_the_chat_template_cannot_render_are_refused_naming_them(
+    llama_template_model_dir, hermes_data, tmp_path, capsys
+):
+    assert run_eval("--model", llama_template_model_dir, "--data", hermes_data, "--output-dir", str(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert f"grpo-tools eval: {hermes_data}: 2 of 4 rows cannot be rendered by the chat template" in err
+    assert f"row id=hermes-b-1: prompt: {LLAMA_REASON}" in err and f"row id=hermes-b-2: prompt: {LLAMA_REASON}" in err
+    assert "--unrenderable-rows fail" in err and "Traceback" not in err
+    assert not (tmp_path / "base_report.json").exists()
+
+
+def test_unrenderable_rows_can_be_scored_as_failures(llama_template_model_dir, hermes_data, tmp_path, caplog):
+    with caplog.at_level("WARNING"):
+        assert run_eval("--model", llama_template_model_dir, "--data", hermes_data, "--unrenderable-rows", "fail",
+                        "--output-dir", str(tmp_path)) == 0  # fmt: skip
+    report = json.loads((tmp_path / "base_report.json").read_text())
+    assert report["rows"]["data"] == 4 and report["rows"]["scored"] == 2 and report["rows"]["unrenderable"] == 2
+    assert report["unrenderable"] == [
+        {"id": "hermes-b-1", "reason": f"prompt: {LLAMA_REASON}"},
+        {"id": "hermes-b-2", "reason": f"prompt: {LLAMA_REASON}"},
+    ]
+    verdicts = {row["id"]: row for row in read_json_lines(tmp_path / "base_rows.jsonl")}
+    assert verdicts["hermes-b-1"]["score"] == verdicts["hermes-b-2"]["score"] == 0.0  # failures, over every row
+    assert report["accuracy"] <= 0.5
+    assert [row["id"] for row in read_json_lines(tmp_path / "base_predictions.jsonl")] == ["hermes-a-0", "hermes-b-0"]
+    assert "2 of 4 rows cannot be rendered by the chat template; scored as failures" in caplog.text

@@ -722,6 +722,50 @@ def test_evaluation_stops_at_the_turn_limit_and_the_token_budget(tokenizer, tmp_
     assert outcome_reward([short.messages], ["5"]) == [0.0]
 
 
+def qwen2_5_tokenizer(model_dir: str) -> Any:
+    """The tiny tokenizer with trl's bundled Qwen2.5 template and, like a Qwen2.5 tokenizer from the Hub, no
+    response template of its own: trl must recognise the template to parse the model's calls."""
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.chat_template = qwen2_5_chat_template
+    tokenizer.response_template = None
+    return tokenizer
+
+
+def valid_trajectory() -> list[dict[str, Any]]:
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [CALLS["valid"]]},
+        {"role": "tool", "name": "add", "content": RESULTS["valid"]},
+        {"role": "assistant", "content": "The answer is 5."},
+    ]
+
+
+def test_trl_parses_tool_calls_on_a_qwen2_5_template_in_training(tiny_model_dir, tmp_path):
+    """trl's trainer sets the response template for the Qwen2.5 template (`add_response_schema`), and its tool loop
+    parses `<tool_call>{...}</tool_call>` into a call that the environment runs."""
+    tokenizer = qwen2_5_tokenizer(tiny_model_dir)
+    seen: list = []
+    trainer = scripted_trainer(tiny_model_dir, tokenizer, tmp_path, seen)
+    assert tokenizer.response_template is not None  # set by trl, from the template it recognised
+    trainer.model.config.max_position_embeddings = 4096  # Qwen2.5's system prompt and the tools pass 1024 tokens
+    dataset = multi_turn_dataset(lab_rows())
+    trainer._generate_and_score_completions([dataset[index] for index in range(len(dataset))])
+    assert seen[list(SCRIPTS).index("valid")] == valid_trajectory()
+
+
+def test_evaluation_parses_tool_calls_on_a_qwen2_5_template(tokenizer, tiny_model_dir):
+    """`grpo-tools eval` on multi-turn rows loads a Hub model's tokenizer with no response template: the rollouts
+    set it as trl's trainer does, so the model's calls are parsed and run rather than read as plain text."""
+    qwen = qwen2_5_tokenizer(tiny_model_dir)
+    rows = [row for row in lab_rows() if row["id"] == "valid"]
+    model = ScriptedModel(qwen)
+    model.config.max_position_embeddings = 4096  # Qwen2.5's system prompt and the tools pass 1024 tokens
+    [rollout] = run_rollouts(model, qwen, rows, timeout=0.05)
+    assert rollout.messages == valid_trajectory()
+
+
 def test_evaluate_multi_turn_runs_the_tiny_model_on_bundled_rows(tiny_model_dir, tokenizer, tmp_path):
     from transformers import AutoModelForCausalLM
 

@@ -4,6 +4,7 @@ their controllers the same KL; bad recipes or data get one clear message and exi
 `provenance.json` of a locally converted base."""
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -267,3 +268,57 @@ def test_a_lora_warm_start_on_its_own_rows_leaves_a_plain_merged_model(tiny_mode
     rerun = write_recipe(tmp_path / "r2.yaml", tiny_model_dir, small_data["train"], tmp_path / "out", max_steps=1)
     assert cli(["train", "--config", rerun]) == 0
     assert not (tmp_path / "out" / "base_adapter").exists()
+
+
+# Llama 3.2's template raises on an assistant turn with several calls: hermes-b-1 and hermes-b-2 have one in their
+# history (their prompts cannot be rendered), hermes-b-0 in its gold answer (its gold turn cannot be rendered).
+LLAMA_REASON = "This model only supports single tool-calls at once!"
+
+
+def hermes_recipe(tmp_path, model_dir, data, **overrides):
+    settings = {"num_generations": 2, "per_device_train_batch_size": 4, "max_completion_length": 8, "max_steps": 1}
+    return write_recipe(tmp_path / "r.yaml", model_dir, data, tmp_path / "out", **{**settings, **overrides})
+
+
+def test_rows_the_chat_template_cannot_render_stop_the_run_naming_them(
+    llama_template_model_dir, hermes_data, tmp_path, capsys
+):
+    recipe = hermes_recipe(tmp_path, llama_template_model_dir, hermes_data)
+    assert cli(["train", "--config", recipe]) == 2
+    err = capsys.readouterr().err
+    assert f"grpo-tools train: {hermes_data}: 2 of 4 rows cannot be rendered by the chat template" in err
+    assert f"{hermes_data}: row id=hermes-b-1: prompt: {LLAMA_REASON}" in err
+    assert f"{hermes_data}: row id=hermes-b-2: prompt: {LLAMA_REASON}" in err
+    assert "hermes-b-0" not in err  # its prompt renders; only gold_in_group or a warm start needs its gold turn
+    assert "unrenderable_rows: skip" in err
+    assert "Traceback" not in err and not (tmp_path / "out" / "adapter_config.json").exists()
+
+
+def test_skip_trains_without_the_rows_the_chat_template_cannot_render(
+    llama_template_model_dir, hermes_data, tmp_path, caplog
+):
+    """With a warm start too: GRPO leaves out the two rows whose prompts cannot be rendered, the warm start also the
+    row whose gold turn cannot, and each says so in one warning line; held-out rows are scored as failures."""
+    recipe = hermes_recipe(
+        tmp_path,
+        llama_template_model_dir,
+        hermes_data,
+        warmup_sft_epochs=1,
+        warmup_sft_batch_size=2,
+        eval_data=hermes_data,
+    )
+    with caplog.at_level(logging.WARNING):
+        assert cli(["train", "--config", recipe, "--unrenderable_rows", "skip"]) == 0
+    warnings = [record.getMessage() for record in caplog.records if "left out" in record.getMessage()]
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith(f"{hermes_data}: left out 2 of 4 rows the chat template")
+    assert f"row id=hermes-b-1: prompt: {LLAMA_REASON}" in warnings[0]
+    assert warnings[1].startswith(f"{hermes_data}: left out 1 of 2 rows the chat template")
+    assert f"row id=hermes-b-0: gold turn: {LLAMA_REASON}" in warnings[1]
+    state = json.loads((tmp_path / "out" / "trainer_state.json").read_text())
+    assert state["global_step"] == 1
+    assert (tmp_path / "out" / "warmup" / "model.safetensors").is_file()
+    for label in ("before", "after"):
+        report = json.loads((tmp_path / "out" / f"{label}_report.json").read_text())
+        assert report["rows"]["data"] == 4 and report["rows"]["unrenderable"] == 2
+        assert [row["id"] for row in report["unrenderable"]] == ["hermes-b-1", "hermes-b-2"]
