@@ -26,6 +26,7 @@ __all__ = [
     "ToolScriptArguments",
     "cpu_has_native_bf16",
     "model_init_kwargs",
+    "tokenizer_kwargs",
 ]
 
 logger = logging.getLogger(__name__)
@@ -53,6 +54,11 @@ def model_init_kwargs(training_args: Any, model_args: Any) -> dict[str, str]:
     if training_args.bf16 and on_cpu and model_args.use_peft and cpu_has_native_bf16():
         return {"dtype": "bfloat16"}
     return {"dtype": "auto"}
+
+
+def tokenizer_kwargs(training_args: Any, model_args: Any) -> dict[str, Any]:
+    """How the tokenizer is loaded: from the same revision as the model."""
+    return {"revision": model_args.model_revision}
 
 
 def _cuda_available() -> bool:

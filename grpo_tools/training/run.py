@@ -22,7 +22,7 @@ from grpo_tools.data.prompts import load_rows, prompt_dataset
 from grpo_tools.rewards import get_reward_funcs
 from grpo_tools.tools.environments import is_multi_turn, make_environment_factory
 from grpo_tools.tools.trajectories import extra_calls_reward, multi_turn_dataset, outcome_reward, trajectory_reward
-from grpo_tools.training.configs import ConfigError, model_init_kwargs
+from grpo_tools.training.configs import ConfigError, model_init_kwargs, tokenizer_kwargs
 
 
 logger = logging.getLogger(__name__)
@@ -182,7 +182,7 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
     train_rows, eval_rows = _load_data(script_args)
 
     # Model, warm-started on the gold answers when the recipe asks
-    tokenizer = _load_tokenizer(model_args)
+    tokenizer = _load_tokenizer(training_args, model_args)
     model_path = warm_started_model(
         model_args.model_name_or_path, tokenizer, train_rows, script_args, training_args, model_args, bool(resume)
     )
@@ -228,13 +228,13 @@ def _load_data(script_args: Any) -> tuple[list[dict], list[dict] | None]:
     return train_rows, eval_rows
 
 
-def _load_tokenizer(model_args: Any) -> Any:
+def _load_tokenizer(training_args: Any, model_args: Any) -> Any:
     from grpo_tools.data.prompts import check_model_folder, load_tokenizer
 
     if not model_args.model_name_or_path:
         raise ConfigError("no model: set model_name_or_path")
     check_model_folder(model_args.model_name_or_path)
-    tokenizer = load_tokenizer(model_args.model_name_or_path, revision=model_args.model_revision)
+    tokenizer = load_tokenizer(model_args.model_name_or_path, **tokenizer_kwargs(training_args, model_args))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
