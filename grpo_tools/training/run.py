@@ -251,8 +251,11 @@ def _build_trainer(
     from grpo_tools.training.progress import use_compact_progress
     from grpo_tools.training.trainer import ToolGRPOTrainer
 
-    if training_args.model_init_kwargs is None:
-        training_args.model_init_kwargs = model_init_kwargs(training_args, model_args)
+    # The recipe's model settings, under any `model_init_kwargs` it gives itself (as trl's scripts merge them)
+    training_args.model_init_kwargs = {
+        **model_init_kwargs(training_args, model_args),
+        **(training_args.model_init_kwargs or {}),
+    }
     multi_turn = is_multi_turn(train_rows)
     reward_funcs = get_reward_funcs(training_args.reward_funcs)
     rollouts: dict[str, Any] = {}
