@@ -18,6 +18,26 @@ def test_the_checked_range_is_the_one_pyproject_declares():
     assert re.findall(r'^    "(trl[<>=!~][^"]*)",$', pyproject, flags=re.MULTILINE) == [f"trl{TRL_VERSIONS}"]
 
 
+@pytest.mark.parametrize("extra", ["vllm", "deepspeed"])
+def test_our_extras_ask_for_what_the_installed_trl_asks_for(extra):
+    """`pip install grpo-tools[vllm]` must install a vLLM (and its helpers) that the installed trl runs with, never one
+    it refuses: every requirement trl declares for the extra is ours too, with the same range."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    line = re.search(rf"^{extra} = \[(.*)\]$", pyproject, flags=re.MULTILINE).group(1)
+    ours = {req.name: req.specifier for req in map(Requirement, re.findall(r'"([^"]+)"', line))}
+    trls = {}
+    for text in importlib.metadata.requires("trl"):
+        requirement = Requirement(text)
+        if requirement.marker is not None and requirement.marker.evaluate({"extra": extra}):
+            trls[requirement.name] = requirement.specifier
+    assert extra in trls
+    assert {name: ours.get(name) for name in trls} == trls
+
+
 def test_make_test_min_versions_installs_the_lowest_versions_pyproject_allows():
     """`make test-min-versions` is what makes the lower bounds honest: it must install exactly those."""
     from packaging.requirements import Requirement
