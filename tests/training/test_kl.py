@@ -83,7 +83,7 @@ def test_non_finite_kl_is_an_error():
 def test_state_round_trips():
     controller = AdaptiveKLController(coef=0.1, target=0.05, rule="proportional", horizon=50)
     run(controller, [0.3, 0.2])
-    restored = AdaptiveKLController(coef=0.1, target=0.05)
+    restored = AdaptiveKLController(coef=0.1, target=0.05, rule="proportional", horizon=50)
     restored.load_state_dict(controller.state_dict())
     assert restored == controller
     assert restored.update(0.3, 16) == controller.update(0.3, 16)
