@@ -114,10 +114,12 @@ HOOKS = [
 
 
 def rename(monkeypatch, cls, name):
-    """As a trl release that renames `name` would leave `cls`: the method under another name only."""
-    owner = next(klass for klass in cls.__mro__ if name in vars(klass))
-    monkeypatch.setattr(cls, f"{name}_renamed", vars(owner)[name], raising=False)
-    monkeypatch.delattr(owner, name)
+    """As a trl (or transformers) release that renames `name` would leave `cls`: the method under another name only
+    (`_save_checkpoint` and `_load_optimizer_and_scheduler` are transformers' `Trainer`'s, overridden by trl)."""
+    owners = [klass for klass in cls.__mro__ if name in vars(klass)]
+    monkeypatch.setattr(cls, f"{name}_renamed", getattr(cls, name), raising=False)
+    for owner in owners:
+        monkeypatch.delattr(owner, name)
 
 
 @pytest.mark.parametrize("name", HOOKS)
@@ -129,9 +131,9 @@ def test_a_trl_without_one_of_our_hooks_is_refused_naming_it(name, monkeypatch):
     from grpo_tools.training.trl_compat import check_trl_hooks
 
     rename(monkeypatch, GRPOTrainer, name)
-    version = re.escape(importlib.metadata.version("trl"))
-    with pytest.raises(ConfigError, match=rf"{name}.*trl {version}"):
+    with pytest.raises(ConfigError, match=rf"GRPOTrainer has no method {name}\b") as refusal:
         check_trl_hooks()
+    assert f"trl {importlib.metadata.version('trl')}'s" in str(refusal.value)
 
 
 def test_a_trl_whose_hook_takes_other_parameters_is_refused_naming_them(monkeypatch):
