@@ -409,4 +409,4 @@ def test_gold_in_group_refuses_multi_turn_rows(tmp_path):
     rows = [{"id": "m", "messages": [], "tools": [], "answers": [], "env": {"name": "workbench"}, "expected": 1}]
     args = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True, gold_in_group=True)
     with pytest.raises(ConfigError, match="gold_in_group needs single-turn rows"):
-        _build_trainer("unused", None, rows, args, model_args=type("Model", (), {"dtype": None})())
+        _build_trainer("unused", None, rows, args, model_args=ModelConfig())
