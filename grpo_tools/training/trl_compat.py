@@ -83,9 +83,16 @@ def check_trl_hooks() -> None:
         ours = vars(GRPOHooks).get(name)
         if ours is None:
             continue
-        expected, accepts_more = _parameter_names(ours)
-        given, _ = _parameter_names(theirs)
-        if given[: len(expected)] != expected or (len(given) > len(expected) and not accepts_more):
+        expected, ours_takes_more = _parameter_names(ours)
+        given, theirs_takes_more = _parameter_names(theirs)
+        shared = min(len(given), len(expected))
+        # trl calls ours with its arguments, ours calls trl's with ours: the names must agree in order, and the
+        # longer list is only allowed where the other side takes the rest (`*args` / `**kwargs`).
+        if (
+            given[:shared] != expected[:shared]
+            or (len(given) > len(expected) and not ours_takes_more)
+            or (len(given) < len(expected) and not theirs_takes_more)
+        ):
             _refuse(f"has {name}({', '.join(given)}), where grpo-tools overrides {name}({', '.join(expected)})")
 
 
@@ -96,10 +103,10 @@ def _check_trl_state(trainer: Any) -> None:
 
 
 def _parameter_names(function: Any) -> tuple[list[str], bool]:
-    """The names of `function`'s parameters after `self`, and whether it takes any keyword besides (`**kwargs`)."""
+    """The names of `function`'s parameters after `self`, and whether it takes more (`*args` or `**kwargs`)."""
     parameters = list(inspect.signature(function).parameters.values())[1:]
     named = [item.name for item in parameters if item.kind not in (item.VAR_POSITIONAL, item.VAR_KEYWORD)]
-    return named, any(item.kind is item.VAR_KEYWORD for item in parameters)
+    return named, any(item.kind in (item.VAR_POSITIONAL, item.VAR_KEYWORD) for item in parameters)
 
 
 def _refuse(problem: str) -> None:
