@@ -24,6 +24,7 @@ __all__ = [
     "ModelConfig",
     "ToolGRPOConfig",
     "ToolScriptArguments",
+    "check_rows_fill_a_step",
     "cpu_has_native_bf16",
     "model_init_kwargs",
     "quantization_config",
@@ -92,6 +93,25 @@ def quantization_config(model_args: Any) -> Any:
 def tokenizer_kwargs(training_args: Any, model_args: Any) -> dict[str, Any]:
     """How the tokenizer is loaded: from the same revision as the model, with the same remote-code permission."""
     return {"revision": model_args.model_revision, "trust_remote_code": training_args.trust_remote_code}
+
+
+def check_rows_fill_a_step(training_args: Any, rows: int, source: str) -> None:
+    """Refuse training data too small for one optimizer step, which would train 0 steps without a word: trl samples
+    whole generation batches (`generation_batch_size` = per_device_train_batch_size x processes x
+    steps_per_generation completions, `num_generations` per prompt) and drops an incomplete one (its RepeatSampler),
+    and one generation batch feeds the first optimizer step (steps_per_generation defaults to
+    gradient_accumulation_steps)."""
+    prompts = training_args.generation_batch_size // training_args.num_generations
+    if rows >= prompts:
+        return
+    raise ConfigError(
+        f"{source} holds {rows} rows, but one optimizer step needs {prompts} prompts "
+        f"(per_device_train_batch_size {training_args.per_device_train_batch_size} x {training_args.world_size} "
+        f"processes x steps_per_generation {training_args.steps_per_generation} / num_generations "
+        f"{training_args.num_generations}; steps_per_generation defaults to gradient_accumulation_steps), so nothing "
+        "would train: give more rows (or raise max_train_rows), or lower per_device_train_batch_size, "
+        "gradient_accumulation_steps or steps_per_generation"
+    )
 
 
 def _bitsandbytes_available() -> bool:

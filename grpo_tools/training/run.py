@@ -22,7 +22,7 @@ from grpo_tools.data.prompts import load_rows, prompt_dataset
 from grpo_tools.rewards import get_reward_funcs
 from grpo_tools.tools.environments import is_multi_turn, make_environment_factory
 from grpo_tools.tools.trajectories import extra_calls_reward, multi_turn_dataset, outcome_reward, trajectory_reward
-from grpo_tools.training.configs import ConfigError, model_init_kwargs, tokenizer_kwargs
+from grpo_tools.training.configs import ConfigError, check_rows_fill_a_step, model_init_kwargs, tokenizer_kwargs
 
 
 logger = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
     resume = _resume_from(training_args.resume_from_checkpoint)
 
     # Data
-    train_rows, eval_rows = _load_data(script_args)
+    train_rows, eval_rows = _load_data(script_args, training_args)
 
     # Model, warm-started on the gold answers when the recipe asks
     tokenizer = _load_tokenizer(training_args, model_args)
@@ -219,11 +219,13 @@ def _resume_from(resume: Any) -> Any:
     return resume
 
 
-def _load_data(script_args: Any) -> tuple[list[dict], list[dict] | None]:
-    """The training rows and the held-out rows (None without `eval_data`), checked as `check-data` checks them."""
+def _load_data(script_args: Any, training_args: Any) -> tuple[list[dict], list[dict] | None]:
+    """The training rows, enough for one optimizer step, and the held-out rows (None without `eval_data`), checked as
+    `check-data` checks them."""
     if not script_args.dataset_name:
         raise ConfigError("no training data: set dataset_name (a canonical JSONL file or a Hugging Face dataset)")
     train_rows = load_rows(script_args.dataset_name, script_args.max_train_rows)
+    check_rows_fill_a_step(training_args, len(train_rows), script_args.dataset_name)
     eval_rows = load_rows(script_args.eval_data, script_args.max_eval_rows) if script_args.eval_data else None
     return train_rows, eval_rows
 
