@@ -1,5 +1,7 @@
 """Every recipe under recipes/ parses with the real parser into valid configurations, opens with the comment header
-STYLE.md asks for (what it trains, the hardware, the launch line), and every accelerate config is valid YAML."""
+STYLE.md asks for (what it trains, the hardware, the launch line), and every accelerate config loads with accelerate's
+own loader, its nested `fsdp_config` / `deepspeed_config` keys each an option of `accelerate launch`. (FSDP itself
+cannot be run here: accelerate 1.15 selects FSDP only for GPU-like devices, and two CPU processes get DDP.)"""
 
 from pathlib import Path
 
@@ -83,3 +85,35 @@ def test_the_bfcl_gpu_recipe_is_the_bfcl_recipe_scaled_up():
     # The KL horizon counts completions (docs/configuration.md): it scales with the completions a step.
     horizon_per_completion = cpu["kl_horizon"] / cpu["per_device_train_batch_size"]
     assert gpu["kl_horizon"] / gpu["per_device_train_batch_size"] == horizon_per_completion
+
+
+def accelerate_config_problems(path):
+    """What accelerate's own loader refuses in an accelerate config (an unknown top-level key, an unknown
+    distributed_type), and the `fsdp_config` / `deepspeed_config` keys `accelerate launch` has no option for (launch
+    copies those onto its arguments without a check, so a misspelt one is silently ignored)."""
+    from accelerate.commands.config.config_args import load_config_from_file
+    from accelerate.commands.launch import launch_command_parser
+
+    config = load_config_from_file(str(path))
+    options = {action.dest for action in launch_command_parser()._actions}
+    nested = [*(config.fsdp_config or {}), *(config.deepspeed_config or {})]
+    return config, sorted(set(nested) - options)
+
+
+@pytest.mark.parametrize("config", ACCELERATE, ids=str)
+def test_accelerate_config_loads_with_accelerates_own_loader(config):
+    loaded, unknown = accelerate_config_problems(config)
+    assert unknown == []
+    assert loaded.distributed_type.value == yaml.safe_load(config.read_text())["distributed_type"]
+
+
+def test_a_misspelt_accelerate_key_is_caught(tmp_path):
+    settings = yaml.safe_load(Path("recipes/accelerate_configs/fsdp.yaml").read_text())
+    settings["fsdp_config"]["fsdp_auto_wrap"] = "TRANSFORMER_BASED_WRAP"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    assert accelerate_config_problems(path)[1] == ["fsdp_auto_wrap"]
+    settings["num_process"] = 2
+    path.write_text(yaml.safe_dump(settings))
+    with pytest.raises(ValueError, match="unknown keys"):
+        accelerate_config_problems(path)

@@ -24,8 +24,11 @@ __all__ = [
     "ModelConfig",
     "ToolGRPOConfig",
     "ToolScriptArguments",
+    "check_rows_fill_a_step",
     "cpu_has_native_bf16",
     "model_init_kwargs",
+    "quantization_config",
+    "tokenizer_kwargs",
 ]
 
 logger = logging.getLogger(__name__)
@@ -42,17 +45,79 @@ def cpu_has_native_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def model_init_kwargs(training_args: Any, model_args: Any) -> dict[str, str]:
-    """How GRPO loads the model: in the recipe's `dtype`; left unset, in bfloat16 for a LoRA run in bf16 on the CPU
-    (its frozen weights are cast to bf16 by every autocast matmul anyway, and peft keeps the adapter in float32, so
-    training computes the same, while sampling, outside autocast, reads half the bytes per token; docs/benchmarks.md),
-    else as the checkpoint stores it."""
+def model_init_kwargs(training_args: Any, model_args: Any, choose_dtype: bool = True) -> dict[str, Any]:
+    """The keyword arguments the model is loaded with, by GRPO and by the warm start, as trl's own scripts build them:
+    the recipe's `model_revision`, `attn_implementation`, `trust_remote_code` and quantization (`load_in_4bit`,
+    `load_in_8bit`, `bnb_4bit_*`, `use_bnb_nested_quant`), and its `dtype`. Left unset, `dtype` is, with
+    `choose_dtype`, bfloat16 for a LoRA run in bf16 on the CPU (its frozen weights are cast to bf16 by every autocast
+    matmul anyway, and peft keeps the adapter in float32, so training computes the same, while sampling, outside
+    autocast, reads half the bytes per token; docs/benchmarks.md), else as the checkpoint stores it; without
+    `choose_dtype` it is left to trl (float32), as the warm start, which may train every weight, needs."""
+    kwargs: dict[str, Any] = {
+        "revision": model_args.model_revision,
+        "trust_remote_code": training_args.trust_remote_code,
+    }
+    if model_args.attn_implementation:
+        kwargs["attn_implementation"] = model_args.attn_implementation
+    quantization = quantization_config(model_args)
+    if quantization is not None:
+        kwargs["quantization_config"] = quantization
     if model_args.dtype:
-        return {"dtype": model_args.dtype}
-    on_cpu = training_args.use_cpu or not _cuda_available()
-    if training_args.bf16 and on_cpu and model_args.use_peft and cpu_has_native_bf16():
-        return {"dtype": "bfloat16"}
-    return {"dtype": "auto"}
+        kwargs["dtype"] = model_args.dtype
+    elif choose_dtype:
+        on_cpu = training_args.use_cpu or not _cuda_available()
+        lora_bf16 = training_args.bf16 and on_cpu and model_args.use_peft and cpu_has_native_bf16()
+        kwargs["dtype"] = "bfloat16" if lora_bf16 else "auto"
+    return kwargs
+
+
+def quantization_config(model_args: Any) -> Any:
+    """trl's `BitsAndBytesConfig` for the recipe's `load_in_4bit` / `load_in_8bit`, or None; a quantized recipe that
+    cannot load (no bitsandbytes, or no LoRA to train on the frozen quantized weights) is refused here."""
+    from trl import get_quantization_config
+
+    flag = "load_in_4bit" if model_args.load_in_4bit else "load_in_8bit" if model_args.load_in_8bit else None
+    if flag is None:
+        return None
+    if not _bitsandbytes_available():
+        raise ConfigError(
+            f"{flag} needs bitsandbytes, which is not installed (pip install bitsandbytes; it needs a GPU)"
+        )
+    if not model_args.use_peft:
+        raise ConfigError(
+            f"{flag} needs use_peft: true (quantized weights are frozen; LoRA trains an adapter on them)"
+        )
+    return get_quantization_config(model_args)
+
+
+def tokenizer_kwargs(training_args: Any, model_args: Any) -> dict[str, Any]:
+    """How the tokenizer is loaded: from the same revision as the model, with the same remote-code permission."""
+    return {"revision": model_args.model_revision, "trust_remote_code": training_args.trust_remote_code}
+
+
+def check_rows_fill_a_step(training_args: Any, rows: int, source: str) -> None:
+    """Refuse training data too small for one optimizer step, which would train 0 steps without a word: trl samples
+    whole generation batches (`generation_batch_size` = per_device_train_batch_size x processes x
+    steps_per_generation completions, `num_generations` per prompt) and drops an incomplete one (its RepeatSampler),
+    and one generation batch feeds the first optimizer step (steps_per_generation defaults to
+    gradient_accumulation_steps)."""
+    prompts = training_args.generation_batch_size // training_args.num_generations
+    if rows >= prompts:
+        return
+    raise ConfigError(
+        f"{source} holds {rows} rows, but one optimizer step needs {prompts} prompts "
+        f"(per_device_train_batch_size {training_args.per_device_train_batch_size} x {training_args.world_size} "
+        f"processes x steps_per_generation {training_args.steps_per_generation} / num_generations "
+        f"{training_args.num_generations}; steps_per_generation defaults to gradient_accumulation_steps), so nothing "
+        "would train: give more rows (or raise max_train_rows), or lower per_device_train_batch_size, "
+        "gradient_accumulation_steps or steps_per_generation"
+    )
+
+
+def _bitsandbytes_available() -> bool:
+    from transformers.utils import is_bitsandbytes_available
+
+    return is_bitsandbytes_available()
 
 
 def _cuda_available() -> bool:

@@ -9,6 +9,7 @@ Both clamp the coefficient to [kl_min, kl_max].
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -19,6 +20,16 @@ __all__ = ["KL_CONTROLLERS", "AdaptiveKLController"]
 KL_CONTROLLERS: tuple[str, ...] = ("band", "proportional")
 _BAND_HIGH, _BAND_LOW, _BAND_FACTOR = 1.5, 0.5, 1.5
 _PROPORTIONAL_CLIP = 0.2
+# The controller's settings under the names a recipe gives them.
+_SETTING_NAMES = {
+    "target": "kl_target",
+    "rule": "kl_controller",
+    "min_coef": "kl_min",
+    "max_coef": "kl_max",
+    "horizon": "kl_horizon",
+}
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -71,9 +82,19 @@ class AdaptiveKLController:
         return asdict(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a saved state (the coefficient and the settings it was reached under)."""
-        for key, value in state.items():
-            if not hasattr(self, key):
-                raise ValueError(f"unknown KL controller field {key!r} in saved state")
-            setattr(self, key, value)
-        self.__post_init__()
+        """Resume from a saved state: the coefficient in force at the checkpoint, clamped into the bounds given now.
+        The target, rule, bounds and horizon stay the ones given now (the command that resumes is the user's latest
+        word), and a log line names each that differs from the checkpoint's."""
+        unknown = [key for key in state if not hasattr(self, key)]
+        if unknown:
+            raise ValueError(f"unknown KL controller field {unknown[0]!r} in saved state")
+        changed = [
+            f"{name} {getattr(self, key)} (the checkpoint's {state[key]})"
+            for key, name in _SETTING_NAMES.items()
+            if key in state and state[key] != getattr(self, key)
+        ]
+        coef = min(max(float(state["coef"]), self.min_coef), self.max_coef)
+        if changed:
+            clamp = f"; its coefficient {state['coef']} clamped to {coef}" if coef != state["coef"] else ""
+            logger.info("resuming with the KL settings given now: %s%s", ", ".join(changed), clamp)
+        self.coef = coef

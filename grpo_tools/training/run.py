@@ -22,7 +22,7 @@ from grpo_tools.data.prompts import load_rows, prompt_dataset
 from grpo_tools.rewards import get_reward_funcs
 from grpo_tools.tools.environments import is_multi_turn, make_environment_factory
 from grpo_tools.tools.trajectories import extra_calls_reward, multi_turn_dataset, outcome_reward, trajectory_reward
-from grpo_tools.training.configs import ConfigError, model_init_kwargs
+from grpo_tools.training.configs import ConfigError, check_rows_fill_a_step, model_init_kwargs, tokenizer_kwargs
 
 
 logger = logging.getLogger(__name__)
@@ -179,11 +179,12 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
     resume = _resume_from(training_args.resume_from_checkpoint)
 
     # Data
-    train_rows, eval_rows = _load_data(script_args)
+    train_rows, eval_rows = _load_data(script_args, training_args)
 
     # Model, warm-started on the gold answers when the recipe asks
-    tokenizer = _load_tokenizer(model_args)
+    tokenizer = _load_tokenizer(training_args, model_args)
     train_rows = renderable_rows(train_rows, eval_rows, tokenizer, script_args, training_args.gold_in_group)
+    check_rows_fill_a_step(training_args, len(train_rows), f"{script_args.dataset_name} (its renderable rows)")
     model_path = warm_started_model(
         model_args.model_name_or_path, tokenizer, train_rows, script_args, training_args, model_args, bool(resume)
     )
@@ -220,22 +221,24 @@ def _resume_from(resume: Any) -> Any:
     return resume
 
 
-def _load_data(script_args: Any) -> tuple[list[dict], list[dict] | None]:
-    """The training rows and the held-out rows (None without `eval_data`), checked as `check-data` checks them."""
+def _load_data(script_args: Any, training_args: Any) -> tuple[list[dict], list[dict] | None]:
+    """The training rows, enough for one optimizer step, and the held-out rows (None without `eval_data`), checked as
+    `check-data` checks them."""
     if not script_args.dataset_name:
         raise ConfigError("no training data: set dataset_name (a canonical JSONL file or a Hugging Face dataset)")
     train_rows = load_rows(script_args.dataset_name, script_args.max_train_rows)
+    check_rows_fill_a_step(training_args, len(train_rows), script_args.dataset_name)
     eval_rows = load_rows(script_args.eval_data, script_args.max_eval_rows) if script_args.eval_data else None
     return train_rows, eval_rows
 
 
-def _load_tokenizer(model_args: Any) -> Any:
+def _load_tokenizer(training_args: Any, model_args: Any) -> Any:
     from grpo_tools.data.prompts import check_model_folder, load_tokenizer
 
     if not model_args.model_name_or_path:
         raise ConfigError("no model: set model_name_or_path")
     check_model_folder(model_args.model_name_or_path)
-    tokenizer = load_tokenizer(model_args.model_name_or_path, revision=model_args.model_revision)
+    tokenizer = load_tokenizer(model_args.model_name_or_path, **tokenizer_kwargs(training_args, model_args))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -252,8 +255,11 @@ def _build_trainer(
     from grpo_tools.training.progress import use_compact_progress
     from grpo_tools.training.trainer import ToolGRPOTrainer
 
-    if training_args.model_init_kwargs is None:
-        training_args.model_init_kwargs = model_init_kwargs(training_args, model_args)
+    # The recipe's model settings, under any `model_init_kwargs` it gives itself (as trl's scripts merge them)
+    training_args.model_init_kwargs = {
+        **model_init_kwargs(training_args, model_args),
+        **(training_args.model_init_kwargs or {}),
+    }
     multi_turn = is_multi_turn(train_rows)
     reward_funcs = get_reward_funcs(training_args.reward_funcs)
     rollouts: dict[str, Any] = {}

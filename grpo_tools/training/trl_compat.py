@@ -12,6 +12,7 @@ sampling log-probabilities; 1.16 the first whose own log-probability path runs o
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,19 +28,95 @@ from trl import GRPOTrainer
 from grpo_tools.training.configs import ConfigError
 
 
-__all__ = ["TRL_VERSIONS", "GRPOHooks", "TurnInputs", "check_trl_version", "labelled_positions_only_on_cpu"]
+__all__ = [
+    "TRL_VERSIONS",
+    "GRPOHooks",
+    "TurnInputs",
+    "check_trl_hooks",
+    "check_trl_version",
+    "labelled_positions_only_on_cpu",
+]
 
 TRL_VERSIONS = ">=1.16,<2"
 
 
+# trl's (and transformers' Trainer's) private methods that `GRPOHooks` overrides or calls, and the private state it
+# reads (set by trl's `__init__`): a release that renames one would switch a step of ours off without a word.
+_PRIVATE_METHODS = (
+    "_generate_single_turn",
+    "_generate_and_score_completions",
+    "_calculate_rewards",
+    "_compute_loss",
+    "_get_per_token_logps_and_entropies",
+    "_save_checkpoint",
+    "_load_optimizer_and_scheduler",
+    "_get_output_dir",
+)
+_PRIVATE_STATE = (
+    "_metrics",
+    "_tokenizer",
+    "_entropy_bonus_enabled",
+    "use_vllm",
+    "use_transformers_continuous_batching",
+)
+
+
 def check_trl_version(version: str | None = None) -> None:
-    """Raise ConfigError naming the allowed range where the installed trl (or `version`) lies outside it."""
+    """Raise ConfigError naming the allowed range where the installed trl (or `version`) lies outside it, or naming
+    the private hook the installed trl lacks (`check_trl_hooks`)."""
     version = version or importlib.metadata.version("trl")
     if Version(version) not in SpecifierSet(TRL_VERSIONS):
         raise ConfigError(
             f"trl {version} is installed; grpo-tools' trainer runs with trl{TRL_VERSIONS} "
             f"(pip install 'trl{TRL_VERSIONS}')"
         )
+    check_trl_hooks()
+
+
+def check_trl_hooks() -> None:
+    """Raise ConfigError where trl's `GRPOTrainer` lacks a private method `GRPOHooks` overrides or calls, or takes
+    parameters under other names than ours, naming the method and the installed trl."""
+    for name in _PRIVATE_METHODS:
+        theirs = getattr(GRPOTrainer, name, None)
+        if not callable(theirs):
+            _refuse(f"has no method {name}")
+        ours = vars(GRPOHooks).get(name)
+        if ours is None:
+            continue
+        expected, ours_takes_more = _parameter_names(ours)
+        given, theirs_takes_more = _parameter_names(theirs)
+        shared = min(len(given), len(expected))
+        # trl calls ours with its arguments, ours calls trl's with ours: the names must agree in order, and the
+        # longer list is only allowed where the other side takes the rest (`*args` / `**kwargs`).
+        if (
+            given[:shared] != expected[:shared]
+            or (len(given) > len(expected) and not ours_takes_more)
+            or (len(given) < len(expected) and not theirs_takes_more)
+        ):
+            _refuse(f"has {name}({', '.join(given)}), where grpo-tools overrides {name}({', '.join(expected)})")
+
+
+def _check_trl_state(trainer: Any) -> None:
+    missing = [name for name in _PRIVATE_STATE if not hasattr(trainer, name)]
+    if missing:
+        _refuse(f"sets no {', '.join(missing)}, which grpo-tools reads")
+
+
+def _parameter_names(function: Any) -> tuple[list[str], bool]:
+    """The names of `function`'s parameters after `self`, and whether it takes more (`*args` or `**kwargs`)."""
+    parameters = list(inspect.signature(function).parameters.values())[1:]
+    named = [item.name for item in parameters if item.kind not in (item.VAR_POSITIONAL, item.VAR_KEYWORD)]
+    return named, any(item.kind in (item.VAR_POSITIONAL, item.VAR_KEYWORD) for item in parameters)
+
+
+def _refuse(problem: str) -> None:
+    version = importlib.metadata.version("trl")
+    tested = next(spec.version for spec in SpecifierSet(TRL_VERSIONS) if spec.operator == ">=")
+    raise ConfigError(
+        f"trl {version}'s GRPOTrainer {problem}: grpo-tools changes trl's GRPO through it "
+        "(grpo_tools/training/trl_compat.py), so adaptive KL or gold turns would silently do nothing; install the trl "
+        f"grpo-tools was tested with (pip install 'trl~={tested}.0')"
+    )
 
 
 @contextmanager
@@ -78,6 +155,10 @@ class GRPOHooks(GRPOTrainer):
     """trl's `GRPOTrainer` with its private steps under names of ours. A subclass overrides `generate_turn`,
     `generate_and_score`, `score_completions`, `policy_loss`, `token_logps`, `save_extra_state` and
     `load_extra_state`, and calls `super()` for trl's own behaviour."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _check_trl_state(self)
 
     # trl's private steps, each handed to ours.
     def _generate_single_turn(
@@ -184,7 +265,7 @@ class GRPOHooks(GRPOTrainer):
     @property
     def entropy_bonus_enabled(self) -> bool:
         """Whether the loss differentiates the entropy (trl's `entropy_coef` or adaptive entropy)."""
-        return getattr(self, "_entropy_bonus_enabled", True)
+        return self._entropy_bonus_enabled
 
     @property
     def generates_whole_batch(self) -> bool:

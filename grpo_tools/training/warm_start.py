@@ -13,7 +13,7 @@ from grpo_tools.data.prompts import load_rows, rendered_rows
 from grpo_tools.models.adapters import WARM_ADAPTER_DIR
 from grpo_tools.tools.environments import is_multi_turn
 from grpo_tools.tools.trajectories import sft_example
-from grpo_tools.training.configs import ConfigError
+from grpo_tools.training.configs import ConfigError, model_init_kwargs
 
 
 __all__ = ["renderable_rows", "sft_dataset", "sft_trainer", "train_sft", "warm_start", "warm_started_model"]
@@ -81,7 +81,21 @@ def sft_trainer(
         "use_cpu": training_args.use_cpu,
         "completion_only_loss": True,
         "disable_tqdm": training_args.disable_tqdm,
+        "trust_remote_code": training_args.trust_remote_code,
     }
+    if model_args is not None:
+        # The model loads as GRPO's does (revision, attention, quantization, the recipe's dtype), but in trl's float32
+        # where the recipe sets no dtype: a full-weight warm start trains every weight in the dtype it loads in.
+        if (model_args.load_in_4bit or model_args.load_in_8bit) and not script_args.warmup_sft_peft:
+            raise ConfigError(
+                "a warm start on a quantized model (load_in_4bit or load_in_8bit) needs warmup_sft_peft: true: "
+                "quantized weights cannot be trained"
+            )
+        user_kwargs = training_args.model_init_kwargs or {}
+        settings["model_init_kwargs"] = {
+            **model_init_kwargs(training_args, model_args, choose_dtype=False),
+            **user_kwargs,
+        }
     peft_config = None
     if script_args.warmup_sft_peft:
         if model_args is None or not model_args.use_peft:

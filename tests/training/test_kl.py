@@ -1,7 +1,9 @@
 """Tests for `grpo_tools.training.kl.AdaptiveKLController`: both rules against hand-computed sequences, the clamp, the
 direction and size of every move (property tests), validation, and the state saved with checkpoints."""
 
+import logging
 import math
+from dataclasses import asdict
 
 import pytest
 from hypothesis import given
@@ -81,7 +83,33 @@ def test_non_finite_kl_is_an_error():
 def test_state_round_trips():
     controller = AdaptiveKLController(coef=0.1, target=0.05, rule="proportional", horizon=50)
     run(controller, [0.3, 0.2])
-    restored = AdaptiveKLController(coef=0.1, target=0.05)
+    restored = AdaptiveKLController(coef=0.1, target=0.05, rule="proportional", horizon=50)
     restored.load_state_dict(controller.state_dict())
     assert restored == controller
     assert restored.update(0.3, 16) == controller.update(0.3, 16)
+
+
+def test_resuming_keeps_the_settings_given_now_and_the_coefficient_in_force(caplog):
+    """A resumed run is told its target, rule, bounds and horizon by the command that resumes it: the checkpoint gives
+    only the coefficient in force, clamped into the new bounds, and a log line says what changed."""
+    saved = AdaptiveKLController(coef=0.5, target=0.05, rule="band", min_coef=1e-4, max_coef=10.0, horizon=10_000)
+    now = AdaptiveKLController(coef=0.04, target=0.1, rule="proportional", min_coef=1e-3, max_coef=0.2, horizon=500)
+    with caplog.at_level(logging.INFO, logger="grpo_tools.training.kl"):
+        now.load_state_dict(saved.state_dict())
+    assert asdict(now) == {
+        "coef": 0.2,  # 0.5 in force at the checkpoint, clamped into [kl_min, kl_max] given now
+        "target": 0.1,
+        "rule": "proportional",
+        "min_coef": 1e-3,
+        "max_coef": 0.2,
+        "horizon": 500,
+    }
+    for line in ("kl_target 0.1 (the checkpoint's 0.05)", "kl_controller proportional (the checkpoint's band)"):
+        assert line in caplog.text
+    assert "kl_max 0.2 (the checkpoint's 10.0)" in caplog.text and "clamped to 0.2" in caplog.text
+
+    caplog.clear()
+    same = AdaptiveKLController(coef=0.04, target=0.05)
+    with caplog.at_level(logging.INFO, logger="grpo_tools.training.kl"):
+        same.load_state_dict(saved.state_dict())
+    assert same.coef == 0.5 and caplog.text == ""

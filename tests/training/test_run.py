@@ -148,6 +148,25 @@ def test_bad_recipes_get_one_clear_message(tiny_model_dir, small_data, tmp_path,
     assert "Traceback" not in result.stderr
 
 
+def test_too_few_rows_for_one_optimizer_step_are_refused_before_the_model_loads(
+    tiny_model_dir, small_data, tmp_path, capsys
+):
+    """trl samples whole generation batches of per_device_train_batch_size x processes x steps_per_generation
+    completions (steps_per_generation defaults to gradient_accumulation_steps), num_generations per prompt, and drops
+    an incomplete one: with fewer rows than one batch's prompts the run trained 0 steps and exited 0."""
+    data = tmp_path / "two.jsonl"
+    data.write_text("".join(Path(small_data["train"]).read_text().splitlines(keepends=True)[:2]))
+    recipe = write_recipe(
+        tmp_path / "r.yaml", tiny_model_dir, str(data), tmp_path / "out", gradient_accumulation_steps=4
+    )
+    assert cli(["train", "--config", recipe, "--max_steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"{data} holds 2 rows" in err
+    assert "one optimizer step needs 8 prompts" in err
+    assert "per_device_train_batch_size 8 x 1 processes x steps_per_generation 4 / num_generations 4" in err
+    assert not (tmp_path / "out" / "adapter_model.safetensors").exists()
+
+
 def test_bad_training_rows_are_listed_with_their_row_and_field(tiny_model_dir, tmp_path, capsys):
     data = tmp_path / "bad.jsonl"
     row = {"id": "a", "messages": [{"role": "user", "content": "hi"}], "tools": [], "answers": [{"name": "ghost"}]}

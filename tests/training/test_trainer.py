@@ -276,7 +276,7 @@ def test_lora_runs_in_bf16_on_the_cpu_load_their_frozen_weights_in_bf16(
 
     monkeypatch.setattr(configs, "cpu_has_native_bf16", lambda: native)
     args = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True)
-    assert model_init_kwargs(args, ModelConfig(use_peft=use_peft, dtype=dtype)) == {"dtype": expected}
+    assert model_init_kwargs(args, ModelConfig(use_peft=use_peft, dtype=dtype))["dtype"] == expected
 
 
 def test_a_recipe_that_names_no_dtype_leaves_the_choice_to_model_init_kwargs(tmp_path, monkeypatch):
@@ -291,9 +291,9 @@ def test_a_recipe_that_names_no_dtype_leaves_the_choice_to_model_init_kwargs(tmp
     parser = TrlParser((ToolGRPOConfig, ModelConfig))
     training_args, model_args = parser.parse_args_and_config(args=["--config", str(recipe)])
     assert model_args.dtype is None
-    assert model_init_kwargs(training_args, model_args) == {"dtype": "bfloat16"}
+    assert model_init_kwargs(training_args, model_args)["dtype"] == "bfloat16"
     _, model_args = parser.parse_args_and_config(args=["--config", str(recipe), "--dtype", "float32"])
-    assert model_init_kwargs(training_args, model_args) == {"dtype": "float32"}  # and a set one is kept
+    assert model_init_kwargs(training_args, model_args)["dtype"] == "float32"  # and a set one is kept
 
 
 def test_a_bf16_loaded_lora_run_trains_a_float32_adapter(tiny_model_dir, small_data, tmp_path, monkeypatch):
@@ -409,4 +409,4 @@ def test_gold_in_group_refuses_multi_turn_rows(tmp_path):
     rows = [{"id": "m", "messages": [], "tools": [], "answers": [], "env": {"name": "workbench"}, "expected": 1}]
     args = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True, gold_in_group=True)
     with pytest.raises(ConfigError, match="gold_in_group needs single-turn rows"):
-        _build_trainer("unused", None, rows, args, model_args=type("Model", (), {"dtype": None})())
+        _build_trainer("unused", None, rows, args, model_args=ModelConfig())

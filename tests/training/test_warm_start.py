@@ -3,6 +3,8 @@ model's chat template writes it, and the reward model gives them full marks. (Mu
 
 import contextlib
 
+import pytest
+
 from grpo_tools.data.prompts import NO_CALL_REPLY, render_prompt
 from grpo_tools.rewards import tool_exact_reward
 from grpo_tools.training.warm_start import sft_dataset
@@ -70,3 +72,51 @@ def test_on_the_cpu_the_warm_starts_lm_head_projects_only_the_completion_with_th
         torch.testing.assert_close(getattr(ours, field), getattr(trls, field), atol=1e-5, rtol=1e-4)
     for our_grad, trl_grad in zip(our_grads, trl_grads, strict=True):
         torch.testing.assert_close(our_grad, trl_grad, atol=1e-4 * trl_grad.abs().max().item(), rtol=1e-4)
+
+
+def test_the_warm_start_loads_the_model_as_grpo_does(tokenizer, call_and_no_call_rows, monkeypatch):
+    """The recipe's revision, attention implementation, remote-code permission and dtype reach the model the warm
+    start loads, as they reach GRPO's (tests/test_recipe_keys.py); a full-weight warm start on a quantized model is
+    refused."""
+    import trl
+    from trl import TrlParser
+
+    from grpo_tools.training import warm_start
+    from grpo_tools.training.configs import ConfigError, ModelConfig, ToolGRPOConfig, ToolScriptArguments
+
+    class RecordingSFTTrainer:
+        def __init__(self, model, args, **kwargs):
+            self.model, self.args = model, args
+
+    monkeypatch.setattr(trl, "SFTTrainer", RecordingSFTTrainer)
+    parser = TrlParser((ToolScriptArguments, ToolGRPOConfig, ModelConfig))
+    flags = [
+        "--model_name_or_path",
+        "org/model",
+        "--dataset_name",
+        "x.jsonl",
+        "--output_dir",
+        "out",
+        "--use_cpu",
+        "true",
+    ]
+    flags += ["--model_revision", "v2", "--attn_implementation", "eager", "--trust_remote_code", "true"]
+    flags += ["--dtype", "float32", "--warmup_sft_epochs", "1"]
+    script_args, training_args, model_args = parser.parse_args_and_config(flags)
+    trainer = warm_start.sft_trainer(
+        "org/model", tokenizer, call_and_no_call_rows, script_args, training_args, "w", model_args
+    )
+    assert trainer.model == "org/model"
+    assert {key: trainer.args.model_init_kwargs.get(key) for key in ("revision", "attn_implementation", "dtype")} == {
+        "revision": "v2",
+        "attn_implementation": "eager",
+        "dtype": "float32",
+    }
+    assert trainer.args.trust_remote_code is True
+
+    monkeypatch.setattr("grpo_tools.training.configs._bitsandbytes_available", lambda: True, raising=False)
+    model_args.load_in_4bit = True
+    with pytest.raises(ConfigError, match="warmup_sft_peft"):
+        warm_start.sft_trainer(
+            "org/model", tokenizer, call_and_no_call_rows, script_args, training_args, "w", model_args
+        )
