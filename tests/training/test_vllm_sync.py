@@ -1,0 +1,141 @@
+"""Tests for the weight sync to vLLM of a LoRA run: trl's real `VLLMGeneration.sync_weights` runs, with only the vLLM
+engine faked (colocated: an `LLM` whose model records what `load_weights` receives; served: a `VLLMClient` that records
+what it would broadcast). On the tiny model in bfloat16, with an adapter that moves between syncs as training moves it,
+the base weights (the KL reference: the base with the adapter disabled) stay bit-identical over many syncs, and vLLM
+receives the merged weights W + BA x scaling, within bf16 rounding, under the plain model's parameter names."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from trainer_builders import make_trainer
+from transformers import AutoModelForCausalLM
+
+
+SYNCS = 200
+
+
+class RecordingModel:
+    """vLLM's model as trl's colocated sync reaches it: keeps the last tensor loaded under each name."""
+
+    def __init__(self) -> None:
+        self.received: dict[str, torch.Tensor] = {}
+
+    def load_weights(self, weights) -> None:
+        for name, tensor in weights:
+            self.received[name] = tensor.detach().clone()
+
+
+class FakeLLM:
+    """Stands in for `vllm.LLM`: only the path trl's colocated sync walks."""
+
+    def __init__(self, **kwargs) -> None:
+        self.recorder = RecordingModel()
+        runner = SimpleNamespace(model=self.recorder)
+        self.llm_engine = SimpleNamespace(
+            model_executor=SimpleNamespace(driver_worker=SimpleNamespace(model_runner=runner))
+        )
+
+    def reset_prefix_cache(self) -> None:
+        pass
+
+
+class FakeVLLMClient:
+    """Stands in for trl's `VLLMClient` of a vLLM server: records the tensors it would broadcast."""
+
+    def __init__(self, **kwargs) -> None:
+        self.recorder = RecordingModel()
+
+    def init_communicator(self, device) -> None:
+        pass
+
+    def get_server_info(self) -> dict:
+        return {"model_config": {"logprobs_mode": "processed_logprobs"}}
+
+    def update_named_params(self, metadata, named_params) -> None:
+        self.recorder.load_weights(named_params)
+
+    def reset_prefix_cache(self) -> None:
+        pass
+
+
+def lora_vllm_trainer(model_dir, data, output_dir, monkeypatch, mode, **overrides):
+    """A vLLM trainer on the tiny model in bfloat16 with LoRA, whose vLLM engine (or server client) is faked."""
+    monkeypatch.setattr("trl.generation.vllm_generation.is_vllm_available", lambda *args, **kwargs: True)
+    monkeypatch.setattr("trl.generation.vllm_generation.LLM", FakeLLM, raising=False)
+    monkeypatch.setattr("trl.generation.vllm_generation.VLLMClient", FakeVLLMClient)
+    for variable, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "localhost"),
+                            ("MASTER_PORT", "29511")):  # fmt: skip
+        monkeypatch.setenv(variable, value)  # trl's colocated start-up sets them; restored after the test
+    return make_trainer(
+        model_dir, data, output_dir, use_vllm=True, vllm_mode=mode, model_init_kwargs={"dtype": "bfloat16"},
+        **overrides,
+    )  # fmt: skip
+
+
+def received_weights(trainer) -> dict[str, torch.Tensor]:
+    generation = trainer.vllm_generation
+    engine = generation.llm if generation.mode == "colocate" else generation.vllm_client
+    return engine.recorder.received
+
+
+def expected_merged(model, base: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """W + B A x scaling in float64 for every LoRA layer, under the plain model's name; W where there is no adapter."""
+    expected = {name.replace(".base_layer", ""): weight.double() for name, weight in base.items()}
+    for name, module in model.named_modules():
+        if hasattr(module, "lora_A") and "default" in module.lora_A:
+            lora_a, lora_b = module.lora_A["default"].weight, module.lora_B["default"].weight  # (r, in), (out, r)
+            delta = lora_b.double() @ lora_a.double() * module.scaling["default"]  # (out, in)
+            expected[f"{name.removeprefix('base_model.model.')}.weight"] += delta
+    return expected
+
+
+def check_syncs(trainer, model_dir, syncs=SYNCS):
+    model = trainer.model
+    base = {
+        name.removeprefix("base_model.model."): parameter.detach().clone()
+        for name, parameter in model.named_parameters()
+        if "lora_" not in name
+    }
+    assert {weight.dtype for weight in base.values()} == {torch.bfloat16}
+    plain_names = {name for name, _ in AutoModelForCausalLM.from_pretrained(model_dir).named_parameters()}
+    generator = torch.Generator().manual_seed(0)
+    for sync in range(syncs):
+        with torch.no_grad():  # the adapter moves between syncs, as an optimizer step moves it
+            for name, parameter in model.named_parameters():
+                if "lora_B" in name:
+                    noise = torch.randn(parameter.shape, generator=generator) * 0.02  # (out, r)
+                    parameter.add_(noise.to(parameter.device))
+        trainer.vllm_generation.sync_weights()
+        if sync in (0, syncs // 2, syncs - 1):
+            for name, parameter in model.named_parameters():
+                if "lora_" not in name:  # bit for bit: the KL reference is the model the user loaded
+                    reference = base[name.removeprefix("base_model.model.")]
+                    assert torch.equal(parameter, reference), f"{name} changed after {sync + 1} syncs"
+            received = received_weights(trainer)
+            assert set(received) == plain_names  # no base_layer, no lora_ names: the model vLLM loaded
+            expected = expected_merged(model, base)
+            for name, weight in received.items():
+                assert weight.dtype == torch.bfloat16, name
+                torch.testing.assert_close(weight.double(), expected[name].to(weight.device), rtol=2**-8, atol=1e-6)
+            merged = [name for name in received if name.endswith("proj.weight")]
+            assert merged and all(not torch.equal(received[name], base[name.replace(".weight", ".base_layer.weight")])
+                                  for name in merged)  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["colocate", "server"])
+def test_many_syncs_leave_the_base_weights_bit_identical_and_send_merged_ones(
+    tiny_model_dir, small_data, tmp_path, monkeypatch, mode
+):
+    trainer = lora_vllm_trainer(tiny_model_dir, small_data["train"], tmp_path, monkeypatch, mode)
+    check_syncs(trainer, tiny_model_dir)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_many_syncs_leave_the_base_weights_bit_identical_on_cuda(tiny_model_dir, small_data, tmp_path, monkeypatch):
+    trainer = lora_vllm_trainer(
+        tiny_model_dir, small_data["train"], tmp_path, monkeypatch, "colocate", use_cpu=False, bf16=True
+    )
+    assert next(trainer.model.parameters()).device.type == "cuda"
+    check_syncs(trainer, tiny_model_dir)
