@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +27,14 @@ from trl import GRPOTrainer
 from grpo_tools.training.configs import ConfigError
 
 
-__all__ = ["TRL_VERSIONS", "GRPOHooks", "TurnInputs", "check_trl_version", "labelled_positions_only_on_cpu"]
+__all__ = [
+    "TRL_VERSIONS",
+    "GRPOHooks",
+    "TurnInputs",
+    "check_trl_version",
+    "labelled_positions_only_on_cpu",
+    "sync_vllm_from_copies",
+]
 
 TRL_VERSIONS = ">=1.16,<2"
 
@@ -62,6 +69,30 @@ def labelled_positions_only_on_cpu() -> Iterator[None]:
         yield
     finally:
         trl_utils._use_triton = use_triton
+
+
+def sync_vllm_from_copies(
+    generation: Any, named_weights: Callable[[torch.nn.Module], Iterator[tuple[str, torch.Tensor]]]
+) -> bool:
+    """Make trl's `VLLMGeneration` (of a peft model) send vLLM the tensors `named_weights(model)` yields, instead of
+    merging the adapter into the base weights and unmerging it (trl's `_iter_named_params`). Everything else of
+    trl's `sync_weights` runs as it is: colocated `load_weights` or the server's broadcast, sleep mode, the prefix
+    cache; the parameters are gathered as trl gathers them (all at once, for DeepSpeed ZeRO-3, whose collective
+    every process joins) and renamed as trl renames them. Under FSDP, whose parameters trl reads through its own
+    traversal of the sharded modules, nothing is replaced and False is returned: trl's own sync (in-place merge) runs.
+    """
+    if generation._dist.is_fsdp:
+        return False
+    model = generation.model
+
+    def named_params() -> Iterator[tuple[str, torch.Tensor]]:
+        with generation._dist.gather_params(list(model.parameters())):
+            for name, tensor in named_weights(model):
+                name = name.removeprefix("base_model.model.").replace(".base_layer", "")
+                yield generation._fix_param_name_to_vllm(name, extra_prefixes=["modules_to_save.default."]), tensor
+
+    generation._iter_named_params = named_params
+    return True
 
 
 @dataclass

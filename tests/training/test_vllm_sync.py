@@ -4,10 +4,12 @@ what it would broadcast). On the tiny model in bfloat16, with an adapter that mo
 the base weights (the KL reference: the base with the adapter disabled) stay bit-identical over many syncs, and vLLM
 receives the merged weights W + BA x scaling, within bf16 rounding, under the plain model's parameter names."""
 
+import logging
 from types import SimpleNamespace
 
 import pytest
 import torch
+from peft import LoraConfig
 from trainer_builders import make_trainer
 from transformers import AutoModelForCausalLM
 
@@ -59,8 +61,8 @@ class FakeVLLMClient:
         pass
 
 
-def lora_vllm_trainer(model_dir, data, output_dir, monkeypatch, mode, **overrides):
-    """A vLLM trainer on the tiny model in bfloat16 with LoRA, whose vLLM engine (or server client) is faked."""
+def lora_vllm_trainer(model_dir, data, output_dir, monkeypatch, mode, dtype="bfloat16", **overrides):
+    """A vLLM trainer on the tiny model in `dtype` with LoRA, whose vLLM engine (or server client) is faked."""
     monkeypatch.setattr("trl.generation.vllm_generation.is_vllm_available", lambda *args, **kwargs: True)
     monkeypatch.setattr("trl.generation.vllm_generation.LLM", FakeLLM, raising=False)
     monkeypatch.setattr("trl.generation.vllm_generation.VLLMClient", FakeVLLMClient)
@@ -68,7 +70,7 @@ def lora_vllm_trainer(model_dir, data, output_dir, monkeypatch, mode, **override
                             ("MASTER_PORT", "29511")):  # fmt: skip
         monkeypatch.setenv(variable, value)  # trl's colocated start-up sets them; restored after the test
     return make_trainer(
-        model_dir, data, output_dir, use_vllm=True, vllm_mode=mode, model_init_kwargs={"dtype": "bfloat16"},
+        model_dir, data, output_dir, use_vllm=True, vllm_mode=mode, model_init_kwargs={"dtype": dtype},
         **overrides,
     )  # fmt: skip
 
@@ -90,14 +92,15 @@ def expected_merged(model, base: dict[str, torch.Tensor]) -> dict[str, torch.Ten
     return expected
 
 
-def check_syncs(trainer, model_dir, syncs=SYNCS):
+def check_syncs(trainer, model_dir, dtype=torch.bfloat16, syncs=SYNCS):
     model = trainer.model
     base = {
         name.removeprefix("base_model.model."): parameter.detach().clone()
         for name, parameter in model.named_parameters()
         if "lora_" not in name
     }
-    assert {weight.dtype for weight in base.values()} == {torch.bfloat16}
+    assert {weight.dtype for weight in base.values()} == {dtype}
+    rtol = 2**-8 if dtype == torch.bfloat16 else 1e-5  # bf16: rounded once to the nearest bf16
     plain_names = {name for name, _ in AutoModelForCausalLM.from_pretrained(model_dir).named_parameters()}
     generator = torch.Generator().manual_seed(0)
     for sync in range(syncs):
@@ -116,19 +119,32 @@ def check_syncs(trainer, model_dir, syncs=SYNCS):
             assert set(received) == plain_names  # no base_layer, no lora_ names: the model vLLM loaded
             expected = expected_merged(model, base)
             for name, weight in received.items():
-                assert weight.dtype == torch.bfloat16, name
-                torch.testing.assert_close(weight.double(), expected[name].to(weight.device), rtol=2**-8, atol=1e-6)
+                assert weight.dtype == dtype, name
+                torch.testing.assert_close(weight.double(), expected[name].to(weight.device), rtol=rtol, atol=1e-6)
             merged = [name for name in received if name.endswith("proj.weight")]
             assert merged and all(not torch.equal(received[name], base[name.replace(".weight", ".base_layer.weight")])
                                   for name in merged)  # fmt: skip
 
 
-@pytest.mark.parametrize("mode", ["colocate", "server"])
+@pytest.mark.parametrize(
+    ("mode", "dtype"), [("colocate", "bfloat16"), ("server", "bfloat16"), ("colocate", "float32")]
+)
 def test_many_syncs_leave_the_base_weights_bit_identical_and_send_merged_ones(
-    tiny_model_dir, small_data, tmp_path, monkeypatch, mode
+    tiny_model_dir, small_data, tmp_path, monkeypatch, mode, dtype
 ):
-    trainer = lora_vllm_trainer(tiny_model_dir, small_data["train"], tmp_path, monkeypatch, mode)
-    check_syncs(trainer, tiny_model_dir)
+    trainer = lora_vllm_trainer(tiny_model_dir, small_data["train"], tmp_path, monkeypatch, mode, dtype)
+    check_syncs(trainer, tiny_model_dir, getattr(torch, dtype))
+
+
+def test_a_lora_variant_keeps_trls_sync_and_says_so(tiny_model_dir, small_data, tmp_path, monkeypatch, caplog):
+    dora = LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM", use_dora=True)
+    with caplog.at_level(logging.WARNING, logger="grpo_tools.training.vllm_sync"):
+        trainer = lora_vllm_trainer(
+            tiny_model_dir, small_data["train"], tmp_path, monkeypatch, "colocate", peft_config=dora
+        )
+    assert "not plain LoRA" in caplog.text and "drift" in caplog.text
+    trainer.vllm_generation.sync_weights()  # trl's own sync (merge, send, unmerge) still runs
+    assert "model.layers.0.mlp.up_proj.weight" in received_weights(trainer)
 
 
 @pytest.mark.gpu
