@@ -2,7 +2,8 @@
 engine faked (colocated: an `LLM` whose model records what `load_weights` receives; served: a `VLLMClient` that records
 what it would broadcast). On the tiny model in bfloat16, with an adapter that moves between syncs as training moves it,
 the base weights (the KL reference: the base with the adapter disabled) stay bit-identical over many syncs, and vLLM
-receives the merged weights W + BA x scaling, within bf16 rounding, under the plain model's parameter names."""
+receives the merged weights W + BA x scaling, within bf16 rounding, under the plain model's parameter names. A vLLM
+run whose policy keeps dropout is refused at start-up."""
 
 import logging
 from types import SimpleNamespace
@@ -12,6 +13,8 @@ import torch
 from peft import LoraConfig
 from trainer_builders import make_trainer
 from transformers import AutoModelForCausalLM
+
+from grpo_tools.training.configs import ConfigError
 
 
 SYNCS = 200
@@ -155,3 +158,12 @@ def test_many_syncs_leave_the_base_weights_bit_identical_on_cuda(tiny_model_dir,
     )
     assert next(trainer.model.parameters()).device.type == "cuda"
     check_syncs(trainer, tiny_model_dir)
+
+
+def test_a_vllm_run_that_keeps_dropout_is_refused(tiny_model_dir, small_data, tmp_path, monkeypatch):
+    dropout = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05, target_modules="all-linear", task_type="CAUSAL_LM")
+    with pytest.raises(ConfigError, match=r"use_vllm with disable_dropout: false .*0\.05.*lora_dropout: 0\.0"):
+        lora_vllm_trainer(
+            tiny_model_dir, small_data["train"], tmp_path, monkeypatch, "colocate", peft_config=dropout,
+            disable_dropout=False,
+        )  # fmt: skip
