@@ -22,8 +22,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from grpo_tools.training.configs import ConfigError
 
-__all__ = ["merged_weights", "prepare_vllm_generation", "unmergeable_layers"]
+
+__all__ = ["check_dropout_with_vllm", "merged_weights", "prepare_vllm_generation", "unmergeable_layers"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,13 +109,28 @@ def merged_weights(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
         yield name, parameter.data if merged is None else merged
 
 
+def check_dropout_with_vllm(trainer: Any) -> None:
+    """Refuse a vLLM run whose policy keeps dropout (called after trl applied `disable_dropout`, so any dropout left is
+    one the run asked to keep): trl recomputes the old log-probabilities in train mode, so with dropout the importance-sampling ratio against vLLM's
+    dropout-free sampling log-probabilities is noise even on-policy, and a sequence-level mask sums it over tokens."""
+    kept = sorted({module.p for module in trainer.model.modules() if isinstance(module, nn.Dropout) and module.p > 0})
+    if trainer.use_vllm and kept:
+        raise ConfigError(
+            f"use_vllm with disable_dropout: false and dropout {kept} in the model (lora_dropout, or the model's own): "
+            "trl recomputes the log-probabilities with dropout on, so the importance-sampling ratio against vLLM's "
+            "samples is not 1 even on-policy; set disable_dropout: true (the default) or lora_dropout: 0.0"
+        )
+
+
 def prepare_vllm_generation(trainer: Any) -> None:
-    """After trl built `trainer.vllm_generation`: sync a LoRA model's weights to vLLM through merged copies."""
+    """After trl built `trainer.vllm_generation`: refuse dropout, and sync a LoRA model's weights to vLLM through
+    merged copies."""
     from peft import PeftModel
     from trl.generation.vllm_generation import VLLMGeneration
 
     from grpo_tools.training.trl_compat import sync_vllm_from_copies
 
+    check_dropout_with_vllm(trainer)
     generation = trainer.vllm_generation if trainer.use_vllm else None
     # trl's generation class only (a substitute, such as the tests' stub, keeps its own sync), of a peft model.
     if not (isinstance(generation, VLLMGeneration) and isinstance(generation.model, PeftModel)):
