@@ -2,9 +2,9 @@
 
 `ToolGRPOTrainer` changes steps of trl's GRPO that trl exposes only as private methods, and reads trl's private
 state. Here each private method trl calls is handed to a method of ours with a name and signature of our own (the
-default runs trl's), and each piece of private state is read through one property, so that a trl release that
-renames or reshapes one of them breaks this module alone, and `check_trl_version` refuses the releases it was not
-written for. `TRL_VERSIONS` is the range pyproject.toml declares (a test holds them equal): trl 1.15 is the first
+default runs trl's), each piece of private state is read through one property, and trl's vLLM weight sync is handed
+the tensors of ours it sends (`sync_vllm_from_copies`), so that a trl release that renames or reshapes one of them
+breaks this module alone, and `check_trl_version` refuses the releases it was not written for. `TRL_VERSIONS` is the range pyproject.toml declares (a test holds them equal): trl 1.15 is the first
 whose `_generate_single_turn` takes `num_generations`, and whose importance-sampling correction neutralises NaN
 sampling log-probabilities; 1.16 the first whose own log-probability path runs on a CPU without triton.
 """
