@@ -2,19 +2,22 @@
 engine faked (colocated: an `LLM` whose model records what `load_weights` receives; served: a `VLLMClient` that records
 what it would broadcast). On the tiny model in bfloat16, with an adapter that moves between syncs as training moves it,
 the base weights (the KL reference: the base with the adapter disabled) stay bit-identical over many syncs, and vLLM
-receives the merged weights W + BA x scaling, within bf16 rounding, under the plain model's parameter names. A vLLM
-run whose policy keeps dropout is refused at start-up."""
+receives the merged weights W + BA x scaling, within bf16 rounding, under the plain model's parameter names; the
+copies are bit-identical to peft's own merge. A LoRA variant (DoRA) keeps trl's sync and says so; a vLLM run whose
+policy keeps dropout is refused at start-up."""
 
+import copy
 import logging
 from types import SimpleNamespace
 
 import pytest
 import torch
-from peft import LoraConfig
+from peft import LoraConfig, get_peft_model
 from trainer_builders import make_trainer
 from transformers import AutoModelForCausalLM
 
 from grpo_tools.training.configs import ConfigError
+from grpo_tools.training.vllm_sync import merged_weights
 
 
 SYNCS = 200
@@ -167,3 +170,21 @@ def test_a_vllm_run_that_keeps_dropout_is_refused(tiny_model_dir, small_data, tm
             tiny_model_dir, small_data["train"], tmp_path, monkeypatch, "colocate", peft_config=dropout,
             disable_dropout=False,
         )  # fmt: skip
+
+
+def test_the_copies_are_bit_identical_to_peft_s_own_merge(tiny_model_dir):
+    """What vLLM gets is what trl's in-place merge sent on a base that had not drifted yet: W + delta rounded once."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.bfloat16)
+    peft_model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"))
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, parameter in peft_model.named_parameters():
+            if "lora_B" in name:
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)  # (out, r)
+    ours = dict(merged_weights(peft_model))
+    merged = copy.deepcopy(peft_model)
+    merged.merge_adapter()
+    theirs = {name: parameter for name, parameter in merged.named_parameters() if "lora_" not in name}
+    assert ours.keys() == theirs.keys()
+    for name, weight in ours.items():
+        assert torch.equal(weight, theirs[name]), name
