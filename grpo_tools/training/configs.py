@@ -156,6 +156,14 @@ class ToolGRPOConfig(GRPOConfig):
             "penalty off (and needs `adaptive_kl: false`)."
         },
     )
+    disable_dropout: bool = field(
+        default=True,
+        metadata={
+            "help": "Switch every dropout of the policy off (LoRA's `lora_dropout` included). trl recomputes the old "
+            "log-probabilities in train mode, so dropout makes an on-policy importance ratio differ from 1; with "
+            "vLLM, which samples without dropout, keeping it is refused."
+        },
+    )
     adaptive_kl: bool = field(
         default=True,
         metadata={

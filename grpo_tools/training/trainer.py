@@ -37,6 +37,7 @@ from grpo_tools.training.advantages import samples_baseline_advantages
 from grpo_tools.training.configs import ConfigError
 from grpo_tools.training.kl import AdaptiveKLController
 from grpo_tools.training.trl_compat import GRPOHooks, TurnInputs, check_trl_version
+from grpo_tools.training.vllm_sync import prepare_vllm_generation
 
 
 __all__ = ["KL_STATE_FILE", "ToolGRPOTrainer", "TrainingDivergedError"]
@@ -72,6 +73,7 @@ class ToolGRPOTrainer(GRPOHooks):
         if getattr(config, "gold_in_group", False) and multi_turn:
             raise ConfigError(f"gold_in_group needs single-turn rollouts; this trainer is given {multi_turn}")
         super().__init__(*args, **kwargs)
+        prepare_vllm_generation(self)  # a LoRA model's weights reach vLLM merged into copies, its base left intact
         config = self.args
         self.cpu_fast_path = fastpath.enabled(getattr(config, "cpu_fast_path", "auto"), self.accelerator.device)
         if self.cpu_fast_path:

@@ -2,9 +2,9 @@
 
 `ToolGRPOTrainer` changes steps of trl's GRPO that trl exposes only as private methods, and reads trl's private
 state. Here each private method trl calls is handed to a method of ours with a name and signature of our own (the
-default runs trl's), and each piece of private state is read through one property, so that a trl release that
-renames or reshapes one of them breaks this module alone, and `check_trl_version` refuses the releases it was not
-written for. `TRL_VERSIONS` is the range pyproject.toml declares (a test holds them equal): trl 1.15 is the first
+default runs trl's), each piece of private state is read through one property, and trl's vLLM weight sync is handed
+the tensors of ours it sends (`sync_vllm_from_copies`), so that a trl release that renames or reshapes one of them
+breaks this module alone, and `check_trl_version` refuses the releases it was not written for. `TRL_VERSIONS` is the range pyproject.toml declares (a test holds them equal): trl 1.15 is the first
 whose `_generate_single_turn` takes `num_generations`, and whose importance-sampling correction neutralises NaN
 sampling log-probabilities; 1.16 the first whose own log-probability path runs on a CPU without triton.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.metadata
 import inspect
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +35,7 @@ __all__ = [
     "check_trl_hooks",
     "check_trl_version",
     "labelled_positions_only_on_cpu",
+    "sync_vllm_from_copies",
 ]
 
 TRL_VERSIONS = ">=1.16,<2"
@@ -139,6 +140,30 @@ def labelled_positions_only_on_cpu() -> Iterator[None]:
         yield
     finally:
         trl_utils._use_triton = use_triton
+
+
+def sync_vllm_from_copies(
+    generation: Any, named_weights: Callable[[torch.nn.Module], Iterator[tuple[str, torch.Tensor]]]
+) -> bool:
+    """Make trl's `VLLMGeneration` (of a peft model) send vLLM the tensors `named_weights(model)` yields, instead of
+    merging the adapter into the base weights and unmerging it (trl's `_iter_named_params`). Everything else of
+    trl's `sync_weights` runs as it is: colocated `load_weights` or the server's broadcast, sleep mode, the prefix
+    cache; the parameters are gathered as trl gathers them (all at once, for DeepSpeed ZeRO-3, whose collective
+    every process joins) and renamed as trl renames them. Under FSDP, whose parameters trl reads through its own
+    traversal of the sharded modules, nothing is replaced and False is returned: trl's own sync (in-place merge) runs.
+    """
+    if generation._dist.is_fsdp:
+        return False
+    model = generation.model
+
+    def named_params() -> Iterator[tuple[str, torch.Tensor]]:
+        with generation._dist.gather_params(list(model.parameters())):
+            for name, tensor in named_weights(model):
+                name = name.removeprefix("base_model.model.").replace(".base_layer", "")
+                yield generation._fix_param_name_to_vllm(name, extra_prefixes=["modules_to_save.default."]), tensor
+
+    generation._iter_named_params = named_params
+    return True
 
 
 @dataclass
