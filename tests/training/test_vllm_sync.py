@@ -188,3 +188,17 @@ def test_the_copies_are_bit_identical_to_peft_s_own_merge(tiny_model_dir):
     assert ours.keys() == theirs.keys()
     for name, weight in ours.items():
         assert torch.equal(weight, theirs[name]), name
+
+
+@pytest.mark.parametrize("name", ["_iter_named_params", "_fix_param_name_to_vllm"])
+def test_a_trl_whose_vllm_sync_renamed_a_step_is_refused_instead_of_drifting(
+    name, tiny_model_dir, small_data, tmp_path, monkeypatch
+):
+    """The copies replace trl's `_iter_named_params`: renamed in a trl release, the replacement would never be
+    called and the in-place merge (and the drift) would come back without a word."""
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    monkeypatch.setattr(VLLMGeneration, f"{name}_renamed", getattr(VLLMGeneration, name), raising=False)
+    monkeypatch.delattr(VLLMGeneration, name)
+    with pytest.raises(ConfigError, match=rf"VLLMGeneration has no method {name}\b"):
+        lora_vllm_trainer(tiny_model_dir, small_data["train"], tmp_path, monkeypatch, "colocate")
