@@ -110,12 +110,14 @@ def _parameter_names(function: Any) -> tuple[list[str], bool]:
     return named, any(item.kind in (item.VAR_POSITIONAL, item.VAR_KEYWORD) for item in parameters)
 
 
-def _refuse(problem: str) -> None:
+def _refuse(
+    problem: str, owner: str = "GRPOTrainer", loss: str = "adaptive KL or gold turns would silently do nothing"
+) -> None:
     version = importlib.metadata.version("trl")
     tested = next(spec.version for spec in SpecifierSet(TRL_VERSIONS) if spec.operator == ">=")
     raise ConfigError(
-        f"trl {version}'s GRPOTrainer {problem}: grpo-tools changes trl's GRPO through it "
-        "(grpo_tools/training/trl_compat.py), so adaptive KL or gold turns would silently do nothing; install the trl "
+        f"trl {version}'s {owner} {problem}: grpo-tools changes trl's GRPO through it "
+        f"(grpo_tools/training/trl_compat.py), so {loss}; install the trl "
         f"grpo-tools was tested with (pip install 'trl~={tested}.0')"
     )
 
@@ -152,6 +154,13 @@ def sync_vllm_from_copies(
     every process joins) and renamed as trl renames them. Under FSDP, whose parameters trl reads through its own
     traversal of the sharded modules, nothing is replaced and False is returned: trl's own sync (in-place merge) runs.
     """
+    for name in ("_iter_named_params", "_fix_param_name_to_vllm"):
+        if not callable(getattr(type(generation), name, None)):  # else ours would be set and never called
+            _refuse(
+                f"has no method {name}",
+                owner=type(generation).__name__,
+                loss="the weight sync would merge LoRA into the base weights in place, and the KL reference drift",
+            )
     if generation._dist.is_fsdp:
         return False
     model = generation.model
