@@ -82,10 +82,22 @@ BFCL_TASK := outputs/bfcl-task
 $(BFCL_TASK)/manifest.json: $(SMOLLM2)/config.json grpo_tools/data/bfcl_task.py
 	$(BIN)/python -m grpo_tools.data.bfcl_task --tokenizer $(SMOLLM2) --out $(BFCL_TASK)
 
-# SmolLM2 on BFCL's live rows, judged before and after on a sample of BFCL's non-live rows (bfcl_summary.json).
-train: $(BFCL_TASK)/manifest.json
+# The base model (SmolLM2 as converted, before any training) on the held-out rows, greedy, by BFCL's rules: evaluated
+# once per model and rows, the first line of the table `make train` and `make eval-bfcl` print.
+BFCL_BASE := outputs/bfcl-base
+$(BFCL_BASE)/%/base_rows.jsonl: $(BFCL_TASK)/manifest.json
+	mkdir -p $(BFCL_BASE)/$*
+	$(BIN)/python -m grpo_tools.cli eval --model $(SMOLLM2) --data $(BFCL_TASK)/$*.jsonl --scorer bfcl \
+		--max-new-tokens 96 --batch-size 40 --quiet --output-dir $(BFCL_BASE)/$* > $(BFCL_BASE)/$*/eval.log
+
+# SmolLM2 on BFCL's live rows, judged before and after on a sample of BFCL's non-live rows, beside the base model
+# (bfcl_summary.json: calls, irrelevance and usable with their intervals).
+train: $(BFCL_TASK)/manifest.json $(BFCL_BASE)/eval/base_rows.jsonl
 	rm -rf outputs/smollm2-bfcl
 	$(BIN)/grpo-tools train --config recipes/SmolLM2-135M-Instruct/grpo/bfcl.yaml
+	$(BIN)/python -m grpo_tools.evaluation.leaderboard table outputs/smollm2-bfcl/before_rows.jsonl \
+		outputs/smollm2-bfcl/after_rows.jsonl --base $(BFCL_BASE)/eval/base_rows.jsonl \
+		--summary outputs/smollm2-bfcl/bfcl_summary.json
 
 # SmolLM2 on the bundled synthetic mapping task (data/README.md).
 train-mapping: $(SMOLLM2)/config.json
@@ -100,8 +112,9 @@ train-tiny: $(TINY)/config.json
 	rm -rf outputs/tiny-grpo
 	$(BIN)/grpo-tools train --config recipes/tiny/grpo/cpu.yaml
 
-# Every row of BFCL's held-out non-live simple_python, multiple and irrelevance (839: check-data rejects one) before
-# GRPO (the warm start) and after (its LoRA adapter), greedy, by BFCL's rules, beside published small models;
+# Every row of BFCL's held-out non-live simple_python, multiple and irrelevance (839: the task leaves one out) before
+# GRPO (the warm start) and after (its LoRA adapter), greedy, by BFCL's rules, beside the base model (on the task's
+# rows) and published small models;
 # bfcl_summary.json and the predictions land in $(BFCL_OUT).
 # Another model: make eval-bfcl BFCL_BEFORE=MODEL_FOLDER BFCL_AFTER=ADAPTER_FOLDER.
 BFCL_BEFORE ?= outputs/smollm2-bfcl/warmup
@@ -110,13 +123,14 @@ BFCL_DATA ?= $(BFCL_TASK)/eval_full.jsonl
 BFCL_OUT ?= outputs/eval-bfcl
 GRPO_TOOLS := $(BIN)/python -m grpo_tools.cli
 
-eval-bfcl: $(BFCL_TASK)/manifest.json
+eval-bfcl: $(BFCL_TASK)/manifest.json $(BFCL_BASE)/eval_full/base_rows.jsonl
 	@test -f $(BFCL_BEFORE)/config.json || { echo "make eval-bfcl: no model at $(BFCL_BEFORE) (BFCL_BEFORE): run \`make train\` first" >&2; exit 2; }
 	@test -f $(BFCL_AFTER)/adapter_config.json || { echo "make eval-bfcl: no LoRA adapter at $(BFCL_AFTER) (BFCL_AFTER): run \`make train\` first" >&2; exit 2; }
 	mkdir -p $(BFCL_OUT)
 	$(GRPO_TOOLS) eval --model $(BFCL_BEFORE) --adapter $(BFCL_AFTER) --compare-base --data $(BFCL_DATA) \
 		--scorer bfcl --max-new-tokens 96 --batch-size 40 --output-dir $(BFCL_OUT) > $(BFCL_OUT)/eval.log
 	$(BIN)/python -m grpo_tools.evaluation.leaderboard table $(BFCL_OUT)/base_rows.jsonl $(BFCL_OUT)/adapter_rows.jsonl \
+		$(if $(filter $(BFCL_TASK)/eval_full.jsonl,$(BFCL_DATA)),--base $(BFCL_BASE)/eval_full/base_rows.jsonl) \
 		--summary $(BFCL_OUT)/bfcl_summary.json
 
 # BFCL's AST categories (non-live, live, irrelevance) laid out as the leaderboard's columns: BFCL_ROWS rows per

@@ -225,3 +225,110 @@ def model_outputs(case: Case) -> list[list[dict[str, Any]] | None]:
         outputs += [gold[::-1], gold[1:] + gold[:1], gold[1:], gold[:-1]]
     outputs += [[*gold, gold[0]], [*gold, {case.functions[-1]["name"]: {}}]]
     return [copy.deepcopy(output) for output in outputs]
+
+
+# ------------------------------------------------------------------------------------ rows BFCL can score
+
+
+# Every category BFCL scores with `ast_checker`: the held-out and training sources, Java and JavaScript included.
+EVERY_AST_CATEGORY = (
+    "simple_python",
+    "simple_java",
+    "simple_javascript",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+)
+
+
+@dataclass
+class Refusal:
+    """A BFCL row that our converter or `check_rows` refuses: why, and whether BFCL's checker accepts an answer to it
+    (its gold answer or its shortest one; None when the checker cannot run on the row: `bfcl_error` says why)."""
+
+    id: str
+    reason: str
+    bfcl_accepts: bool | None
+    bfcl_error: str
+
+
+def python_dialect(functions: list[dict[str, Any]], category: str) -> list[dict[str, Any]]:
+    """BFCL's Java and JavaScript function docs with their type names read as BFCL's Python names, through BFCL's own
+    tables (`JAVA_TYPE_CONVERSION`, `JS_TYPE_CONVERSION`): a model that writes JSON calls is judged by the Python
+    rules, as `tool_bfcl` judges every row. Python categories come back as they are."""
+    from bfcl_eval.constants.type_mappings import JAVA_TYPE_CONVERSION, JS_TYPE_CONVERSION
+
+    table = {"simple_java": JAVA_TYPE_CONVERSION, "simple_javascript": JS_TYPE_CONVERSION}.get(category)
+    if table is None:
+        return functions
+    names = {str: "string", int: "integer", float: "float", bool: "boolean", list: "array", set: "array", dict: "dict"}
+
+    def retype(schema: dict[str, Any]) -> dict[str, Any]:
+        kind = table.get(schema.get("type"))
+        out = {**schema, "type": names[kind]} if kind is not None else dict(schema)
+        if isinstance(out.get("items"), dict):
+            out["items"] = retype(out["items"])
+        return out
+
+    converted = copy.deepcopy(functions)
+    for function in converted:
+        properties = function["parameters"].get("properties", {})
+        function["parameters"]["properties"] = {name: retype(schema) for name, schema in properties.items()}
+    return converted
+
+
+def answers_of(possible: list[dict[str, Any]], shortest: bool) -> list[dict[str, Any]]:
+    """An answer BFCL's possible answer describes: each parameter's first acceptable value that is not "", or, when
+    `shortest`, every parameter whose acceptable values hold "" left out."""
+    calls = []
+    for entry in possible:
+        ((name, parameters),) = entry.items()
+        arguments = {}
+        for key, values in parameters.items():
+            if shortest and "" in values:
+                continue
+            value = next((value for value in values if value != ""), "")
+            if value != "":
+                arguments[key] = plain_value(value)
+        calls.append({name: arguments})
+    return calls
+
+
+def refusals(category: str, checker: types.ModuleType) -> tuple[int, list[Refusal]]:
+    """How many rows one category has, and each row that `convert_rows("bfcl", ...)` or `check_rows` refuses, with
+    whether BFCL's checker, judging by its Python rules, accepts the row's gold answer (the converted `answers`, or
+    for a row that did not convert the possible answer's first acceptable values) or its shortest answer."""
+    from bfcl_eval.constants.enums import Language
+
+    from grpo_tools.data.rows import check_rows
+
+    questions = data_dir() / f"BFCL_v4_{category}.json"
+    truth = load_ground_truth(str(data_dir() / "possible_answer" / questions.name))
+    raw = [row for _, row in read_source(str(questions))]
+    result = convert_rows("bfcl", read_source(str(questions)), ground_truth=truth, category=bfcl_category(category))
+    reasons = {raw[failure.row - 1]["id"]: f"not converted: {failure.reason}" for failure in result.failures}
+    for problem in check_rows(result.rows):
+        reasons[str(problem.id)] = reasons.get(str(problem.id), "check-data:") + f" {problem.field}: {problem.message}"
+    answers = {row["id"]: [{call["name"]: call["arguments"]} for call in row["answers"]] for row in result.rows}
+    by_id = {row["id"]: row for row in raw}
+    found = []
+    for row_id, reason in reasons.items():
+        possible = truth[row_id]["ground_truth"]
+        functions = python_dialect(by_id[row_id]["function"], category)
+        candidates = [answers.get(row_id) or answers_of(possible, shortest=False), answers_of(possible, shortest=True)]
+        try:
+            verdicts = [
+                checker.ast_checker(functions, output, possible, Language.PYTHON, category, MODEL_NAME)
+                for output in candidates
+            ]
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+            found.append(Refusal(row_id, reason, None, f"BFCL's checker raises {type(error).__name__}: {error}"))
+            continue
+        accepted = any(verdict["valid"] for verdict in verdicts)
+        error = "" if accepted else "; ".join(map(str, verdicts[0].get("error", [])))[:300]
+        found.append(Refusal(row_id, reason, accepted, error))
+    return len(raw), found

@@ -38,6 +38,7 @@ __all__ = [
     "NON_LIVE",
     "TRAIN_SOURCES",
     "api_group",
+    "breaks_schema",
     "build_task",
     "load_category",
     "long_train_split",
@@ -89,6 +90,22 @@ def minimal_answers(row: dict[str, Any]) -> list[dict[str, Any]]:
         }
         calls.append({"name": call["name"], "arguments": arguments})
     return calls
+
+
+def breaks_schema(row: dict[str, Any]) -> bool:
+    """Whether a row that check-data accepts has gold calls its tools' JSON Schema refuses, or possible answers naming
+    a parameter the tool does not declare. check-data takes such a row where BFCL's rules accept its gold (a `None`
+    BFCL lists, a variable's name for an array); the task keeps it out: a gold turn teaches by imitation, and this is
+    the rule its splits were drawn under, so the rows they hold do not move."""
+    from grpo_tools.rewards.schemas import normalize_tools, validate_arguments
+
+    tools = normalize_tools(row["tools"])
+    if any(validate_arguments(tools[call["name"]], call["arguments"]) for call in row["answers"]):
+        return True
+    entries = row.get("possible_answers") or []
+    return any(
+        set(parameters) - set(tools[name].properties) for entry in entries for name, parameters in entry.items()
+    )
 
 
 def _fold(messages: list[dict[str, Any]]) -> str:
@@ -184,6 +201,8 @@ def build_task(
                 reasons[f"gold turn over {max_completion_tokens} tokens"] += 1
             elif check_rows([row]):
                 reasons["rejected by check-data"] += 1
+            elif breaks_schema(row):
+                reasons["gold breaks its tool's schema"] += 1
             else:
                 kept.append(row)
         kept_counts[category] = len(kept)
@@ -192,9 +211,13 @@ def build_task(
             splits[split] += rows
         reasons["not drawn into any split"] = len(kept) - sum(map(len, drawn.values()))
         dropped[category] = reasons
-    # `grpo-tools eval` refuses a row that check-data rejects (BFCL's simple_python_307 gives `True` for a string
-    # parameter): such a row is left out of both files, after the sample is spread, and counted in the manifest.
-    rejected = {category: [row["id"] for row in held_out[category] if check_rows([row])] for category in HELD_OUT}
+    # A held-out row that check-data rejects, or whose gold breaks its schema (simple_python_307 gives `True` for a
+    # string parameter; BFCL scores it), is left out of both files, after the sample is spread, and named in the
+    # manifest: the held-out rows stay those every earlier result was measured on.
+    rejected = {
+        category: [row["id"] for row in held_out[category] if check_rows([row]) or breaks_schema(row)]
+        for category in HELD_OUT
+    }
     splits["eval"] = [
         row
         for category in HELD_OUT
@@ -211,7 +234,7 @@ def build_task(
         "seed": seed,
         "kept": kept_counts,
         "dropped": {category: dict(reasons) for category, reasons in dropped.items()},
-        "held_out_rejected_by_check_data": {category: ids for category, ids in rejected.items() if ids},
+        "held_out_left_out": {category: ids for category, ids in rejected.items() if ids},
         "splits": {
             split: dict(Counter(str(row["id"]).rsplit("_", 1)[0] for row in rows)) for split, rows in splits.items()
         },

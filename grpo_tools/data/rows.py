@@ -236,7 +236,8 @@ def _check_tools(tools: Any) -> tuple[dict[str, Any] | None, list[tuple[str, str
         return None, [(path, message) if message else ("tools", str(error))]
 
 
-def _check_answers(answers: Any, tools: dict[str, Any] | None) -> Iterator[tuple[str, str]]:
+def _check_answers(answers: Any, tools: dict[str, Any] | None, possible: Any) -> Iterator[tuple[str, str]]:
+    from grpo_tools.rewards.bfcl import accepted_arguments
     from grpo_tools.rewards.schemas import validate_arguments
 
     if not isinstance(answers, list):
@@ -258,8 +259,15 @@ def _check_answers(answers: Any, tools: dict[str, Any] | None) -> Iterator[tuple
             offered = ", ".join(repr(tool) for tool in tools) or "none"
             yield f"{where}.name", f"{name!r} is not one of the row's tools (offered: {offered})"
         elif isinstance(arguments, dict):
+            # A row with acceptable values is scored against them by BFCL's rules (`tool_bfcl`): a gold value they
+            # accept is right where the schema disagrees (`is_variable`: a Java variable's name for an array).
+            entry = possible[i] if isinstance(possible, list) and i < len(possible) else None
+            acceptable = entry.get(name) if isinstance(entry, dict) else None
+            accepted = accepted_arguments(arguments, acceptable, tools[name].properties)
             for error in validate_arguments(tools[name], arguments):
-                yield f"{where}.arguments" + (f".{error.path}" if error.path else ""), error.message
+                value_error = error.kind in ("wrong_type", "wrong_value")
+                if not (value_error and any(error.path == n or error.path.startswith(f"{n}.") for n in accepted)):
+                    yield f"{where}.arguments" + (f".{error.path}" if error.path else ""), error.message
 
 
 def _check_possible_answers(possible: Any, answers: Any, tools: dict[str, Any] | None) -> Iterator[tuple[str, str]]:
@@ -281,7 +289,8 @@ def _check_possible_answers(possible: Any, answers: Any, tools: dict[str, Any] |
         for parameter, values in parameters.items():
             if not isinstance(values, list) or not values:
                 yield f"{where}.{name}.{parameter}", f"expected a non-empty list of acceptable values, got {values!r}"
-            elif declared is not None and parameter not in declared:
+            elif declared is not None and parameter not in declared and "" not in values:
+                # One that may be left out ("") does no harm: the right answer leaves it out.
                 yield f"{where}.{name}.{parameter}", f"{name!r} has no parameter {parameter!r}"
     gold_names = [call.get("name") for call in gold if isinstance(call, dict)]
     if len(names) == len(possible) == len(gold_names) and sorted(names) != sorted(map(str, gold_names)):
@@ -300,7 +309,8 @@ def _check_category(row: dict[str, Any], tools: dict[str, Any] | None) -> Iterat
     if category == "multi_turn" or tools is None or not readable:
         return
     derived = derive_category(answers, tools)
-    if derived != category:
+    # BFCL's parallel_multiple offers several tools and may call one of them several times.
+    if derived != category and not ((category, derived) == ("parallel_multiple", "parallel") and len(tools) > 1):
         yield "category", f"{category!r}, but its answers and tools make it {derived!r}"
 
 
@@ -315,7 +325,7 @@ def _check_row(row: dict[str, Any]) -> Iterator[tuple[str, str]]:
     tools, problems = _check_tools(row["tools"]) if "tools" in row else (None, [])
     yield from problems
     if "answers" in row:
-        yield from _check_answers(row["answers"], tools)
+        yield from _check_answers(row["answers"], tools, row.get("possible_answers"))
     if "possible_answers" in row:
         yield from _check_possible_answers(row["possible_answers"], row.get("answers"), tools)
     if "category" in row:
@@ -327,9 +337,9 @@ def check_rows(rows: Iterable[Any]) -> list[Problem]:
 
     `rows` holds row dicts, numbered from 1, or `(row number, row)` pairs as `read_jsonl` yields them (a `DataError`
     in place of a row is reported as it is). Each row is checked for: `id` present and unique; `messages` a
-    non-empty list of `{role, content}`; `tools` valid definitions; every gold call in `answers` naming an offered
-    tool with arguments valid for its schema; `possible_answers` holding one entry per gold call, each parameter
-    mapped to a list of acceptable values; `category` known and the one `derive_category` gives.
+    non-empty list of `{role, content}`; `tools` valid definitions; every gold call naming an offered tool, with
+    arguments valid for its schema or, in a row with `possible_answers`, values BFCL's rules accept; those holding
+    one entry per gold call, each parameter mapped to acceptable values; `category` known and its answers' and tools'.
 
     >>> [str(problem) for problem in check_rows([{"id": "a", "messages": [], "tools": [], "answers": []}])]
     ['row 1 (id=a): messages: expected a non-empty list of messages, got an empty list']

@@ -6,7 +6,8 @@ Two steps around `grpo-tools convert --from bfcl`, `eval` and `score --per-row`:
   canonical category (`live_simple` becomes `simple`), so the id is what tells live from non-live.
 - `table`: from two `score --per-row` files (before and after), accuracy per BFCL category, the leaderboard's
   overall columns, and the number of rows each figure covers; with `--summary`, `bfcl_summary.json`, whose every
-  change carries its 95% interval, the rows paired by id.
+  change carries its 95% interval, the rows paired by id, and calls, irrelevance and usable (`usable`) for the base
+  model (`--base`), the warm start and after GRPO.
 
 The overall columns follow bfcl-eval's `eval_runner_helper`: non-live is the unweighted mean of its four categories,
 live the mean weighted by rows. Here `simple` is `simple_python` only (the leaderboard's averages Java and
@@ -175,11 +176,20 @@ def change_interval(changes: list[list[int]]) -> list[float] | None:
     return [round(mean - Z_95 * error, 4), round(mean + Z_95 * error, 4)]
 
 
-def bfcl_summary(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, Any]:
+def bfcl_summary(
+    before: list[dict[str, Any]], after: list[dict[str, Any]], base: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """`bfcl_summary.json` from two runs' `score --per-row` verdicts: rows and accuracy (a fraction) before and
-    after per BFCL category, the 95% interval of each change (`change_95`, rows paired by id), and under `calls` the
-    same for the mean of the call categories (every one but the irrelevance ones), where there are any."""
+    after per BFCL category, the 95% interval of each change (`change_95`, rows paired by id), under `calls` the
+    same for the mean of the call categories (every one but the irrelevance ones), where there are any, and under
+    `usable` the table a user reads (`grpo_tools.evaluation.usable`): calls, irrelevance and usable with their 95%
+    intervals for the base model (`base`, the model before any training, when given), the warm start (`before`) and
+    after GRPO, the interval of each change, and the published small models."""
+    from grpo_tools.evaluation import usable
+
     changes = paired_changes(before, after)
+    if base is not None:
+        paired_changes(base, before)  # the same rows, or ValueError
     tallies = {"before": tally_verdicts(before), "after": tally_verdicts(after)}
     categories = {
         category: {
@@ -198,6 +208,8 @@ def bfcl_summary(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> d
             **{key: sum(categories[name][key] for name in calls) / len(calls) for key in ("before", "after")},
             "change_95": change_interval([changes[name] for name in calls]),
         }
+    runs = {"base model": base, "warm start": before, "after GRPO": after}
+    summary["usable"] = usable.usable_summary(runs, PUBLISHED, PUBLISHED_SOURCE)
     return summary
 
 
@@ -237,6 +249,10 @@ def format_summary(summary: dict[str, Any], published: bool = False) -> str:
             values = [row.get(leaderboard_names.get(name, name)) for name in names]
             known = [value for name, value in zip(names, values, strict=True) if name in calls and value is not None]
             lines.append(line(model, values + ([sum(known) / len(known)] if calls and known else [])))
+    if "usable" in summary:
+        from grpo_tools.evaluation.usable import format_measures
+
+        lines += ["", format_measures(summary["usable"] if published else {**summary["usable"], "published": {}})]
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -333,7 +349,8 @@ def _table_main(args: argparse.Namespace) -> int:
     runs = {label: tally_verdicts(rows) for label, rows in verdicts.items()}
     print(f"BFCL AST accuracy (%, tool_bfcl): before = {args.before}, after = {args.after}")
     if args.summary:
-        summary = bfcl_summary(verdicts["before"], verdicts["after"])
+        base = read_verdicts(args.base) if args.base else None
+        summary = bfcl_summary(verdicts["before"], verdicts["after"], base)
         Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         print(format_summary(summary, published=True))
         print(f"wrote {args.summary}")
@@ -356,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     table = commands.add_parser("table", help="the leaderboard table from two `grpo-tools score --per-row` files")
     table.add_argument("before", help="per-row verdicts before GRPO")
     table.add_argument("after", help="per-row verdicts after GRPO")
+    table.add_argument("--base", help="with --summary: per-row verdicts of the model before any training, a first row")
     table.add_argument(
         "--summary",
         help="write bfcl_summary.json here and print accuracy per category beside published small models, instead of "

@@ -18,7 +18,7 @@ from typing import Any
 from grpo_tools.rewards.calls import ToolCall
 
 
-__all__ = ["BfclCall", "check_bfcl", "check_bfcl_irrelevance", "prepare_bfcl", "standardize"]
+__all__ = ["BfclCall", "accepted_arguments", "check_bfcl", "check_bfcl_irrelevance", "prepare_bfcl", "standardize"]
 
 # JSON Schema type -> the Python type BFCL checks (`PYTHON_TYPE_MAPPING`: float for number, dict for object).
 _PYTHON_TYPES: dict[str, type] = {
@@ -325,6 +325,27 @@ def _exact(schema: Any, options: list[Any]) -> tuple[type, list[Any], None] | No
         return None
     # Acceptable values of other types need no care: `_Param.error` too compares a value of `kind` with them as given.
     return kind, options, None
+
+
+def accepted_arguments(arguments: dict[str, Any], acceptable: Any, properties: dict[str, Any]) -> frozenset[str]:
+    """The names of a call's arguments whose values BFCL's checker accepts, each on its own: declared by the tool
+    (`properties`: its parameter schemas), in the possible answer (`acceptable`: BFCL's `{parameter: [values]}`; none
+    when it is not a dict), of the schema's type or (`is_variable`) of the acceptable values' type, and among the
+    acceptable values (the per-parameter checks of `simple_function_checker`). The linter reads gold calls with it.
+
+    >>> schemas = {"keys": {"type": "array"}, "n": {"type": "integer"}}
+    >>> sorted(accepted_arguments({"keys": "myKeys", "n": 2}, {"keys": ["myKeys"], "n": [1]}, schemas))
+    ['keys']
+    """
+    if not isinstance(acceptable, dict):
+        return frozenset()
+    return frozenset(
+        name
+        for name, value in arguments.items()
+        if name in properties
+        and isinstance(acceptable.get(name), list)
+        and _param(properties[name], acceptable[name]).error(value) is None
+    )
 
 
 def check_bfcl(calls: Sequence[ToolCall], gold: Sequence[BfclCall]) -> str | None:

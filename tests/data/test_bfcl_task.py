@@ -76,7 +76,7 @@ def test_held_out_sample_spreads_each_category_evenly(task):
     assert manifest["splits"]["eval"] == dict.fromkeys(HELD_OUT, 12)
     # every held-out row but the one check-data rejects (eval refuses it), which the manifest names
     assert manifest["splits"]["eval_full"] == {"simple_python": 399, "multiple": 200, "irrelevance": 240}
-    assert manifest["held_out_rejected_by_check_data"] == {"simple_python": ["simple_python_307"]}
+    assert manifest["held_out_left_out"] == {"simple_python": ["simple_python_307"]}
     simple = [row["id"] for row in splits["eval"] if row["id"].startswith("simple_python")]
     assert simple == [f"simple_python_{index * 400 // 12}" for index in range(12)]
 

@@ -153,6 +153,74 @@ def test_a_sound_row_has_no_problem() -> None:
     assert check_rows(rows) == []
 
 
+KEYS = {"type": "function", "function": {"name": "bit_op", "parameters": {"type": "object", "properties": {
+    "keys": {"type": "array", "items": {"type": "string"}}, "mod": {"type": "number"}}, "required": ["keys"]}}}  # fmt: skip
+
+
+def bfcl_row(row_id: str, answers: list, possible: list, tools: list | None = None, **changes: object) -> dict:
+    """A row as the BFCL converter writes it: gold calls and BFCL's acceptable values for each."""
+    return good_row(row_id, tools=tools or [KEYS], answers=answers, possible_answers=possible, **changes)
+
+
+def test_rows_whose_gold_bfcls_rules_accept_have_no_problem() -> None:
+    """A row BFCL's checker can score is a valid row (issue 54): where the row carries possible answers, a gold value
+    BFCL's rules accept stands even where the JSON Schema disagrees."""
+    rows = [
+        # `is_variable`: a Java variable's name where the schema says array (simple_java_35).
+        bfcl_row("var", [call("bit_op", keys="userKeys")], [{"bit_op": {"keys": ["userKeys"]}}]),
+        # A `None` BFCL lists as acceptable for a number (parallel_152).
+        bfcl_row("none", [call("bit_op", keys=["a"], mod=None)], [{"bit_op": {"keys": [["a"]], "mod": ["", None]}}]),
+        # A parameter the tool does not declare, which may be left out (parallel_multiple_12).
+        bfcl_row("extra", [call("bit_op", keys=["a"])], [{"bit_op": {"keys": [["a"]], "seed": ["", 0.1]}}]),
+        # BFCL's parallel_multiple: several tools offered, one of them called twice (parallel_multiple_3).
+        bfcl_row(
+            "pm",
+            [call("get_weather", city="Lyon"), call("get_weather", city="Rome")],
+            [{"get_weather": {"city": ["Lyon"]}}, {"get_weather": {"city": ["Rome"]}}],
+            tools=[WEATHER, TIME],
+            category="parallel_multiple",
+        ),
+    ]
+    assert check_rows(rows) == []
+
+
+@pytest.mark.parametrize(
+    ("row", "field", "message"),
+    [
+        # BFCL takes a variable's name only where the acceptable values hold it.
+        (
+            bfcl_row("v", [call("bit_op", keys="other")], [{"bit_op": {"keys": ["userKeys"]}}]),
+            "answers[0].arguments.keys",
+            "'other' is not of type 'array'",
+        ),
+        # An integer written as text, where the acceptable values are numbers: BFCL rejects it too.
+        (
+            bfcl_row("t", [call("bit_op", keys=["a"], mod="10")], [{"bit_op": {"keys": [["a"]], "mod": [10]}}]),
+            "answers[0].arguments.mod",
+            "'10' is not of type 'number'",
+        ),
+        # Without possible answers the schema alone decides.
+        (good_row("s", tools=[KEYS], answers=[call("bit_op", keys="userKeys")], possible_answers=None, category=None),
+         "answers[0].arguments.keys", "'userKeys' is not of type 'array'"),
+        # One tool offered: two calls to it are `parallel`, whatever the label.
+        (
+            bfcl_row(
+                "p",
+                [call("get_weather", city="Lyon"), call("get_weather", city="Rome")],
+                [{"get_weather": {"city": ["Lyon"]}}, {"get_weather": {"city": ["Rome"]}}],
+                tools=[WEATHER],
+                category="parallel_multiple",
+            ),
+            "category",
+            "'parallel_multiple', but its answers and tools make it 'parallel'",
+        ),
+    ],
+)  # fmt: skip
+def test_gold_values_bfcls_rules_reject_stay_problems(row: dict, field: str, message: str) -> None:
+    problems = check_rows([row])
+    assert [(problem.field, problem.message) for problem in problems] == [(field, message)]
+
+
 # Each seeded row holds exactly the problems listed with it: (row number, field, part of the message).
 SEEDED: list[tuple[object, list[tuple[str, str]]]] = [
     (good_row("w-1"), []),

@@ -38,6 +38,14 @@ def gold_text(row: dict) -> str:
     return "".join(f"<tool_call>\n{json.dumps(call)}\n</tool_call>\n" for call in calls)
 
 
+def first_lines(out: str) -> dict[str, list[str]]:
+    """The printed summary's lines by label, the first of each (the usable table below repeats the labels)."""
+    lines: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        lines.setdefault(line.split("  ")[0].strip(), line.split())
+    return lines
+
+
 def verdicts(category: str, correct: int, wrong: int) -> list[dict]:
     """`score --per-row` lines for one BFCL category, ids in BFCL's own forms."""
     suffix = "{}-0-0" if category.startswith("live_") else "{}"
@@ -205,6 +213,7 @@ def test_summary_gives_fractions_per_category_and_the_mean_of_the_call_categorie
     summary_path = tmp_path / "bfcl_summary.json"
     assert main(["table", *map(str, paths), "--summary", str(summary_path)]) == 0
     summary = json.loads(summary_path.read_text())
+    assert summary.pop("usable")["models"]["warm start"]["usable"][0] == 0.625  # (0.25 + 1.0) / 2 (test_usable.py)
     assert summary == {  # one row cannot measure its own spread: no interval for multiple or irrelevance
         "categories": {
             "simple_python": {"rows": 2, "before": 0.5, "after": 1.0, "change_95": [-0.48, 1.48]},
@@ -214,7 +223,7 @@ def test_summary_gives_fractions_per_category_and_the_mean_of_the_call_categorie
         "calls": {"categories": ["simple_python", "multiple"], "before": 0.25, "after": 1.0, "change_95": None},
     }
     out = capsys.readouterr().out
-    lines = {line.split("  ")[0].strip(): line.split() for line in out.splitlines()}
+    lines = first_lines(out)
     # simple_python, multiple, irrelevance, then the mean of simple_python and multiple
     assert lines["warm start"][-4:] == ["50.0", "0.0", "100.0", "25.0"]
     assert lines["after GRPO"][-4:] == ["100.0", "100.0", "0.0", "100.0"]
@@ -251,7 +260,7 @@ def test_each_change_comes_with_its_95_percent_interval_from_the_rows_paired_by_
     assert multiple["change_95"] == pytest.approx([-z * error, z * error], abs=1e-4)
     both = math.sqrt(0.25**2 + error**2) / 2
     assert summary["calls"]["change_95"] == pytest.approx([0.125 - z * both, 0.125 + z * both], abs=1e-4)
-    lines = {line.split("  ")[0].strip(): line.split() for line in capsys.readouterr().out.splitlines()}
+    lines = first_lines(capsys.readouterr().out)
     assert lines["95% ±"][-3:] == [f"{100 * z * 0.25:.1f}", f"{100 * z * error:.1f}", f"{100 * z * both:.1f}"]
 
 

@@ -62,14 +62,17 @@ def _first_of(values: Any) -> tuple[bool, Any]:
     return next(((True, value) for value in values if not (isinstance(value, str) and value == "")), (False, None))
 
 
-def _bfcl_call(entry: Any, where: str) -> dict[str, Any]:
+def _bfcl_call(entry: Any, where: str, declared: dict[str, Any]) -> dict[str, Any]:
+    """The gold call a possible-answer entry gives; `declared` maps each offered tool to its parameter schemas."""
     if not isinstance(entry, dict) or len(entry) != 1 or not isinstance(next(iter(entry.values())), dict):
         raise ConversionError(f"{where}: expected {{function name: {{parameter: [acceptable values]}}}}")
     ((name, parameters),) = entry.items()
     arguments = {}
     for parameter, values in parameters.items():
         given, value = _first_acceptable(values, f"{where}.{name}.{parameter}")
-        if given:
+        # A parameter the tool does not declare is left out where BFCL allows it (parallel_multiple_12): BFCL's
+        # checker rejects any call that gives it.
+        if given and (parameter in declared.get(name, {}) or "" not in values):
             arguments[parameter] = value
     return {"name": name, "arguments": arguments}
 
@@ -85,7 +88,8 @@ def convert_bfcl(row: Mapping[str, Any], index: int, context: SourceContext) -> 
     if truth is None:
         raise ConversionError(f"no possible answer with id {row_id!r} in the answers file")
     possible = require(truth, "ground_truth", list)
-    calls = [_bfcl_call(entry, f"ground_truth[{i}]") for i, entry in enumerate(possible)]
+    declared = {tool["function"]["name"]: tool["function"]["parameters"]["properties"] for tool in tools}
+    calls = [_bfcl_call(entry, f"ground_truth[{i}]", declared) for i, entry in enumerate(possible)]
     return [canonical_row(row_id, messages, tools, calls, possible_answers=possible, category=context.category)]
 
 
