@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The GPU checks of docs/gpu.md, for one machine with a CUDA GPU and the project's dependencies installed: the GPU
+# tests (one GRPO step with LoRA, bf16 and adaptive KL; 200 vLLM weight syncs on CUDA in bf16 with the base weights
+# checked bit for bit; the vLLM step where vLLM is installed), then two GRPO steps of the SmolLM2 BFCL recipe on the
+# GPU in bf16 after its warm start, judged on 40 held-out rows. Logs go to $OUT (default outputs/gpu-checks).
+# Usage, from the repository root: bash benchmarks/gpu_checks.sh
+set -uo pipefail
+out=${OUT:-outputs/gpu-checks}
+mkdir -p "$out"
+python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name(0))" | tee "$out/device.txt" || exit 2
+python3 -c "import vllm" 2>/dev/null || echo "vLLM is not installed: its test is skipped" | tee -a "$out/device.txt"
+status=0
+python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests 2>&1 | tee "$out/pytest-gpu.log" || status=1
+test -f outputs/smollm2-135m/config.json || python3 -m grpo_tools.models.smollm2 --out outputs/smollm2-135m
+test -f outputs/bfcl-task/manifest.json ||
+    python3 -m grpo_tools.data.bfcl_task --tokenizer outputs/smollm2-135m --out outputs/bfcl-task
+rm -rf outputs/gpu-bfcl
+python3 -m grpo_tools.cli train --config recipes/SmolLM2-135M-Instruct/grpo/bfcl.yaml --use_cpu false --bf16 true \
+    --max_steps 2 --max_eval_rows 40 --output_dir outputs/gpu-bfcl --disable_tqdm true 2>&1 | tee "$out/train.log" ||
+    status=1
+exit $status
