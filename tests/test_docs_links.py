@@ -2,7 +2,10 @@
 repository, and a `#anchor` names a heading of the page it points to, slugged as GitHub slugs headings. Links inside
 code (fenced blocks, `inline spans`) and web addresses are not followed: the tests run without a network."""
 
+import ast
+import io
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -97,3 +100,69 @@ def test_a_missing_file_or_anchor_is_caught(tmp_path):
 )
 def test_anchors_are_slugged_as_github_slugs_them(heading, anchor):
     assert slug(heading) == anchor
+
+
+# Docstrings and comments of the repository's Python files cite pages by name ("docs/rewards.md", "data/README.md"):
+# each must be a file of the repository, so a reader who follows the pointer finds the page.
+PYTHON_FOLDERS = ("grpo_tools", "tests", "benchmarks", "tools")
+PAGE_NAME = re.compile(r"(?<![\w./*-])((?:[\w-]+/)*[\w-]+\.md)\b")
+
+
+def prose(source: str) -> list[tuple[int, str]]:
+    """The docstrings and comments of a Python source, each with the line it starts on (string literals in code are
+    data, such as the name of a file a test writes, and are not read)."""
+    tree = ast.parse(source)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                found.append((first.lineno, first.value.value))
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            found.append((token.start[0], token.string))
+    return found
+
+
+def missing_pages(path: Path, repo: Path = REPO) -> list[str]:
+    """Each page that a docstring or comment of `path` names and the repository lacks, as `file:line: name`. A name
+    with a folder is read from the repository's root; a bare name from the root or the file's own folder."""
+    problems = []
+    for line, text in prose(path.read_text(encoding="utf-8")):
+        for match in PAGE_NAME.finditer(text):
+            name = match.group(1)
+            if not ((repo / name).is_file() or ("/" not in name and (path.parent / name).is_file())):
+                problems.append(f"{path.relative_to(repo)}:{line + text.count(chr(10), 0, match.start())}: {name}")
+    return problems
+
+
+PYTHON_FILES = sorted(path for folder in PYTHON_FOLDERS for path in (REPO / folder).rglob("*.py"))
+
+
+def test_every_page_a_docstring_or_comment_names_is_in_the_repository():
+    assert len(PYTHON_FILES) > 50
+    problems = [problem for path in PYTHON_FILES for problem in missing_pages(path)]
+    assert not problems, "named in a docstring or comment, not in the repository: " + ", ".join(problems)
+
+
+def test_a_page_missing_from_the_repository_is_caught(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "rewards.md").write_text("# Rewards\n")
+    (tmp_path / "README.md").write_text("# Project\n")
+    module = tmp_path / "module.py"
+    module.write_text(
+        '"""The rewards (docs/rewards.md, README.md); the semantics are in DESIGN.md."""\n\n'
+        'CARD = "card.md"  # a file the code writes, not a citation\n\n\n'
+        "def f():\n"
+        '    """Scores as docs/missing.md says."""\n'
+        "    return 1  # see NOTES.md and `docs/*.md`\n"
+    )
+    assert missing_pages(module, repo=tmp_path) == [
+        "module.py:1: DESIGN.md",
+        "module.py:7: docs/missing.md",
+        "module.py:8: NOTES.md",
+    ]

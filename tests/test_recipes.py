@@ -1,5 +1,5 @@
 """Every recipe under recipes/ parses with the real parser into valid configurations, opens with the comment header
-STYLE.md asks for (what it trains, the hardware, the launch line), and every accelerate config loads with accelerate's
+docs/configuration.md describes (what it trains, the hardware, the launch line), and every accelerate config loads with accelerate's
 own loader, its nested `fsdp_config` / `deepspeed_config` keys each an option of `accelerate launch`. (FSDP itself
 cannot be run here: accelerate 1.15 selects FSDP only for GPU-like devices, and two CPU processes get DDP.)"""
 

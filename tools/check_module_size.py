@@ -1,6 +1,6 @@
 """Fail, naming each file, when a Python module under the given folders (default: grpo_tools) passes 400 lines.
 
-DESIGN.md: a module stays a size one reader holds in mind. Run by `make quality`:
+docs/architecture.md ("Layers"): a module stays a size one reader holds in mind. Run by `make quality`:
 
     .venv/bin/python tools/check_module_size.py [FOLDER ...]
 """

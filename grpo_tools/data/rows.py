@@ -1,6 +1,6 @@
 """The canonical dataset row: reading and writing canonical JSONL, deriving categories, and the linter.
 
-A canonical row (one JSON object per line; the full description is in DESIGN.md and data/README.md)::
+A canonical row (one JSON object per line; every field is described in data/README.md)::
 
     {"id": "weather-0007",
      "messages": [{"role": "user", "content": "Is it warm in Lyon today? Use celsius."}],
@@ -50,7 +50,7 @@ class DataError(ValueError):
 
 
 def derive_category(answers: Sequence[Any], tools: Sized) -> str:
-    """The category a row's gold calls and offered tools make, as DESIGN.md defines the categories.
+    """The category a row's gold calls and offered tools make, as data/README.md defines the categories.
 
     `answers` holds gold calls as `{"name", "arguments"}` dicts or `ToolCall`s; `tools` is the offered tool list.
     `multi_turn` is never derived: it describes an environment, not a set of calls.

@@ -289,8 +289,8 @@ def plot_accuracy_by_category(
 ) -> Path:
     """Grouped bars of accuracy per category, one bar per report, plus an "all" group; saved as a PNG at `path`.
 
-    `reports` maps a label ("before", "after"; "base", "adapter"; or a single one) to a scoring report (DESIGN.md,
-    "Scoring report"), so a before/after comparison reads at a glance, category by category. Raises `ValueError`
+    `reports` maps a label ("before", "after"; "base", "adapter"; or a single one) to a scoring report (its layout: docs/cli.md,
+    "`grpo-tools score`"), so a before/after comparison reads at a glance, category by category. Raises `ValueError`
     when `reports` is empty or one of them lacks `accuracy` / `by_category`. Returns the path written.
     """
     return _save(build_accuracy_figure(reports, title), Path(path))

@@ -3,7 +3,7 @@
 Predictions (`{"id": ..., "completion": ...}` per line) are joined to data rows by `id`. The data file is indexed
 once (id -> byte offset, category), each gold row checked on the way, and predictions are streamed: memory grows with
 the number of ids, not the size of the files. Scoring is spread over worker processes in ordered chunks, so any
-number of workers gives the same report. The report layout is in DESIGN.md ("Scoring report").
+number of workers gives the same report. The report layout is in docs/cli.md ("`grpo-tools score`").
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ def score_files(
     per_row: str | os.PathLike[str] | None = None,
     progress: bool = True,
 ) -> tuple[dict[str, Any], list[str]]:
-    """Score a predictions file against a data file; return the report (DESIGN.md layout) and notes on skipped lines.
+    """Score a predictions file against a data file; return the report (docs/cli.md layout) and notes on skipped lines.
 
     `workers=None` uses every core when there are many predictions; any number gives the same report.
     """

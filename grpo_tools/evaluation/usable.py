@@ -1,5 +1,5 @@
 """Whether a model could be put in front of users, on BFCL's rows: it must call where a call is right and abstain
-where none is, so neither "always call" nor "never call" wins (issue 54, DESIGN.md).
+where none is, so neither "always call" nor "never call" wins (docs/rewards.md, "BFCL evaluation").
 
 - calls: the mean accuracy of the call categories (every one but the irrelevance ones; on `make train`'s rows,
   simple_python and multiple);

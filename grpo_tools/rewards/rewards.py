@@ -7,7 +7,7 @@ The named rewards and their registry (`REWARDS`, `get_reward_funcs`); a row's go
 Every reward has trl's signature (`completions` plus the dataset columns as keyword arguments) and returns one float
 per completion, so each can be passed as `reward_funcs` to a plain `trl.GRPOTrainer`. Under the hood each is a
 scorer `(ParseResult, Gold) -> Verdict`: the score and the error kinds that explain each lost credit. The exact
-semantics are in DESIGN.md ("Reward semantics"); the short version is in each scorer's docstring.
+semantics are in docs/rewards.md ("The rewards"); the short version is in each scorer's docstring.
 
 A malformed *gold* row (answers, possible answers, tools) raises `GoldError` naming the row; a malformed *completion*
 only ever scores lower.
@@ -60,18 +60,6 @@ __all__ = [
     "tool_partial_reward",
     "tool_schema_reward",
 ]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Reading gold rows and tools
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Comparing values
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Pairing predicted and gold calls
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The small piece of GRPO maths trl lacks: a KL coefficient that adapts to hold the measured KL near a target.
 
-Two rules, chosen by `kl_controller` (DESIGN.md, "Adaptive KL"):
+Two rules, chosen by `kl_controller` (docs/architecture.md, "Adaptive KL"):
 - `band`: KL above 1.5 x target multiplies the coefficient by 1.5; KL below 0.5 x target divides it by 1.5;
 - `proportional` (Ziegler et al., 2019, "Fine-Tuning Language Models from Human Preferences", section 2.2):
   `e = clip(KL / target - 1, -0.2, 0.2)`, coefficient x (1 + e x n / horizon), n the completions in the step.

@@ -88,7 +88,7 @@ def test_rows_are_canonical(bundled: dict[str, list[dict[str, Any]]], split: str
 
 
 def _derived_category(row: dict[str, Any]) -> str:
-    """The category DESIGN.md derives from `answers` and `tools`."""
+    """The category data/README.md derives from `answers` and `tools`."""
     calls, num_tools = row["answers"], len(row["tools"])
     if not calls:
         return "irrelevance"

@@ -50,7 +50,7 @@ TOKENIZER_FILES = {"tokenizer.json", "tokenizer_config.json", "chat_template.jin
 
 
 def scoring_report(categories: dict[str, tuple[int, int]], scorer: str = "exact") -> dict:
-    """A report in the layout of DESIGN.md ("Scoring report")."""
+    """A report in the layout of `grpo-tools score --output` (docs/cli.md)."""
     rows = sum(count for count, _ in categories.values())
     correct = sum(right for _, right in categories.values())
     return {
@@ -587,7 +587,7 @@ def test_push_makes_one_commit_and_never_leaks_the_token(
     assert commit["revision"] == revision
     assert commit["commit_message"] == "first push"
     assert set(commit["added"]) == RUN_FILES  # tokenizer unchanged from the local base: not uploaded
-    assert commit["deleted"] == ["model.safetensors"]  # an earlier push's weights go; the user's notes.md stays
+    assert commit["deleted"] == ["model.safetensors"]  # an earlier push's weights go; the user's own notes file stays
     out, err = capsys.readouterr()
     assert "https://huggingface.co/me/tool-grpo/commit/abc" in out
     logged = "\n".join(f"{record.getMessage()} {record.args}" for record in caplog.records)

@@ -1,4 +1,4 @@
-"""Tests for `grpo_tools.rewards`: every reward's semantics from DESIGN.md on hand-computed cases, the error kinds
+"""Tests for `grpo_tools.rewards`: every reward's semantics from docs/rewards.md on hand-computed cases, the error kinds
 recorded for each lost credit, irrelevance rows, gold-row errors, and the trl reward-function interface."""
 
 import itertools
