@@ -6,8 +6,8 @@ disabled as the reference, accelerate / DeepSpeed / FSDP). What this adds:
   tokens, reduced over all processes, so every process gets the same value) goes to `AdaptiveKLController`, and the
   coefficient it returns is the one the next step's loss uses (`self.beta`, which trl reads on every loss
   computation); it is logged as `kl_coef`, saved with every checkpoint (`kl_controller.json`) and restored on resume;
-- the divergence guard: a non-finite loss or reward stops the run with `TrainingDivergedError` before anything more
-  is saved, so the last checkpoint stays intact;
+- the divergence guard: a non-finite loss or reward on any process stops the run on every process with
+  `TrainingDivergedError` before anything more is saved, so the last checkpoint stays intact;
 - tool metrics (`_log_tool_metrics`): with `environment_factory` (multi-turn tool use), `tools/calls_per_rollout`,
   `tools/turns`, `tools/failure_rate` and `tools/failures/<kind>` for each of `environments.FAILURE_KINDS`;
 - gold turns (`gold_in_group`, `_with_gold`): the last completion of each group is the row's gold turn, and with
@@ -116,10 +116,12 @@ class ToolGRPOTrainer(GRPOHooks):
             advantages[:, :held] = 0.0
             inputs = {**inputs, "advantages": advantages}
         loss = super().policy_loss(model, inputs)
-        if not torch.isfinite(loss).all():
+        # Every process's loss, so that all stop together: one stopping alone leaves the others in the next collective.
+        losses = self.accelerator.gather(loss.detach().float().reshape(1))  # (processes,)
+        if not torch.isfinite(losses).all():
             raise TrainingDivergedError(
-                f"the loss is {loss.item()} at step {self.state.global_step}; stopping before anything more is saved "
-                "(the last checkpoint is intact). Lower the learning rate or raise beta."
+                f"the loss is {losses[~torch.isfinite(losses)][0].item()} at step {self.state.global_step}; stopping "
+                "before anything more is saved (the last checkpoint is intact). Lower the learning rate or raise beta."
             )
         if self.kl_controller is not None and self.model.training:
             self._track_kl(inputs)
