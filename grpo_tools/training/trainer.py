@@ -239,7 +239,7 @@ class ToolGRPOTrainer(GRPOHooks):
         if not (self._gold_texts and self.model.training and self.args.gold_baseline == "samples"):
             return output
         local_rows = len(self._gold_texts)
-        local_gold = [_gold_slot(index, self._gold_texts, self.num_generations) for index in range(local_rows)]
+        local_gold = self._gold_slots(self._gold_texts, self.num_generations)
         gold = self.accelerator.gather(torch.tensor(local_gold, device=self.accelerator.device))  # (B x processes,)
         rewards = self._last_weighted_rewards.sum(dim=1)  # (B x processes,)
         advantages = samples_baseline_advantages(rewards, gold.to(rewards.device), self.num_generations,
@@ -358,7 +358,7 @@ class ToolGRPOTrainer(GRPOHooks):
             gold = []
         sampled = range(len(prompt_ids))
         if gold and not self.generates_whole_batch:
-            sampled = [index for index in sampled if not _gold_slot(index, gold, turn.num_generations)]
+            sampled = [index for index, slot in enumerate(self._gold_slots(gold, turn.num_generations)) if not slot]
         fast = self.cpu_fast_path and not (
             self.generates_whole_batch or turn.images is not None or turn.multimodal_fields or turn.has_tool_images
         )
@@ -384,9 +384,7 @@ class ToolGRPOTrainer(GRPOHooks):
         completion_ids = list(completion_ids)
         logprobs = None if logprobs is None else list(logprobs)
         eos = set(self.eos_token_ids)
-        for index in range(len(completion_ids)):
-            if not _gold_slot(index, gold, groups):
-                continue
+        for index in [index for index, slot in enumerate(self._gold_slots(gold, groups)) if slot]:
             ids = self.text_tokenizer(gold[index], add_special_tokens=False)["input_ids"]
             end = next((position for position, token in enumerate(ids) if token in eos), len(ids) - 1)
             completion_ids[index] = ids[: end + 1][: self.max_completion_length]
@@ -394,7 +392,9 @@ class ToolGRPOTrainer(GRPOHooks):
                 logprobs[index] = [math.nan] * len(completion_ids[index])
         return completion_ids, logprobs
 
-
-def _gold_slot(index: int, gold: list[str | None], num_generations: int) -> bool:
-    """Whether completion `index` is its group's last and its row has a gold turn to put there."""
-    return index % num_generations == num_generations - 1 and gold[index] is not None
+    def _gold_slots(self, gold: list[str | None], num_generations: int) -> list[bool]:
+        """For each row of this process, whether it is its group's last and has a gold turn. trl gives process p the
+        p-th slice of the batch of all processes, so a group can span two: the position that counts is the global one."""
+        start = self.accelerator.process_index * len(gold)
+        return [(start + index) % num_generations == num_generations - 1 and text is not None
+                for index, text in enumerate(gold)]  # fmt: skip
