@@ -14,12 +14,14 @@ import time
 import traceback
 from pathlib import Path
 
+import torch
 import yaml
 from accelerate import PartialState
 from peft import LoraConfig
 from transformers import AutoTokenizer
 
 from grpo_tools.data.prompts import load_rows, prompt_dataset
+from grpo_tools.evaluation.generation import generate_completions, generate_completions_shared
 from grpo_tools.training.configs import ToolGRPOConfig
 from grpo_tools.training.trainer import ToolGRPOTrainer
 
@@ -155,7 +157,7 @@ def _watched_run(argv, out, delay_rank_1=0.0):
             if os.path.realpath(str(save_directory)).startswith(warm):
                 writes.append([state.process_index, type(self).__name__])
                 if state.is_main_process:
-                    time.sleep(1.0)
+                    time.sleep(0.5)
             return original(self, save_directory, *args, **kwargs)
 
         return save_pretrained
@@ -204,6 +206,25 @@ def warm_start_resume(model_dir, train_path, eval_path, out):
     return result
 
 
+class EchoModel(torch.nn.Module):
+    """Generates the last tokens of its prompt again: completions that differ from prompt to prompt."""
+
+    device = torch.device("cpu")
+
+    def generate(self, input_ids, attention_mask, max_new_tokens, **kwargs):
+        return torch.cat([input_ids, input_ids[:, -max_new_tokens:]], dim=1)  # (B, P + new)
+
+
+def shared_generation(model_dir, train_path, eval_path, out):
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    prompts = [f"row {index}: " + "abcdefghijklm"[: index + 1] for index in range(11)]  # 6 and 5: padded
+    shared = generate_completions_shared(
+        EchoModel(), tokenizer, prompts, batch_size=2, max_new_tokens=4, progress=False
+    )
+    alone = generate_completions(EchoModel(), tokenizer, prompts, batch_size=2, max_new_tokens=4, progress=False)
+    return {"shared": shared, "alone": alone, "world": PartialState().num_processes}
+
+
 def reward_diverges(model_dir, train_path, eval_path, out):
     rank = PartialState().process_index
 
@@ -221,7 +242,7 @@ def loss_diverges(model_dir, train_path, eval_path, out):
 
 
 SCENARIOS = [
-    kl_accumulation_1, accumulation_2_gold, resume_accumulation_2, warm_start_run, warm_start_resume,
+    shared_generation, kl_accumulation_1, accumulation_2_gold, resume_accumulation_2, warm_start_run, warm_start_resume,
     reward_diverges, loss_diverges,
 ]  # fmt: skip
 

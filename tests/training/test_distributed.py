@@ -111,6 +111,13 @@ def test_the_warm_start_is_written_by_the_main_process_and_waited_for(launch):
     assert [rank["global_step"] for rank in launch("warm_start_resume")] == [2, 2]
 
 
+def test_generation_shared_between_processes_gives_every_process_all_completions_in_order(launch):
+    """11 prompts, so one process generates one again as padding; the model repeats each prompt's last tokens."""
+    for result in launch("shared_generation"):
+        assert result["shared"] == result["alone"]
+        assert len(set(result["alone"])) == 11
+
+
 def test_two_processes_evaluate_before_and_after_with_one_report_as_one_process_gives(launch, small_data):
     import torch
     from peft import PeftModel
