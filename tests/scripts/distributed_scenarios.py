@@ -202,6 +202,7 @@ def warm_start_resume(model_dir, train_path, eval_path, out):
     recipe = str(Path(out, "recipe.yaml"))
     argv = ["--config", recipe, "--max_steps", "2", "--resume_from_checkpoint", "true"]
     result = _watched_run(argv, out, delay_rank_1=2.0)
+    PartialState().wait_for_everyone()  # the main process has written trainer_state.json
     result["global_step"] = json.loads(Path(out, "run", "trainer_state.json").read_text())["global_step"]
     return result
 
