@@ -60,6 +60,8 @@ class RecordingTrainer(ToolGRPOTrainer):
 
     def generate_and_score(self, inputs):
         output = super().generate_and_score(inputs)
+        if self.gold_turns and self.model.training:
+            self.gold_turns[-1]["advantages"] = output["advantages"].tolist()
         if self.accelerator.process_index == 1 and self.state.global_step == self.nan_advantages_at:
             output["advantages"] = output["advantages"] * math.nan
         return output
