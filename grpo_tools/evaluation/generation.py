@@ -11,7 +11,14 @@ from typing import Any
 from grpo_tools.data.prompts import RenderFailure, render_row
 
 
-__all__ = ["contiguous_head_input", "generate_completions", "row_prompts", "spread_completions", "vllm_completions"]
+__all__ = [
+    "contiguous_head_input",
+    "generate_completions",
+    "generate_completions_shared",
+    "row_prompts",
+    "spread_completions",
+    "vllm_completions",
+]
 
 
 def row_prompts(tokenizer: Any, rows: list[dict[str, Any]]) -> tuple[list[str | None], list[RenderFailure]]:
@@ -164,3 +171,38 @@ def generate_completions(
             position * num_samples : (position + 1) * num_samples
         ]
     return completions
+
+
+def generate_completions_shared(
+    model: Any,
+    tokenizer: Any,
+    prompts: list[str],
+    batch_size: int = 32,
+    max_new_tokens: int = 128,
+    progress: bool = True,
+    description: str = "generating",
+) -> list[str]:
+    """Greedy completions of `prompts`, as `generate_completions` gives them, with the prompts shared out between the
+    processes of a distributed run (torchrun, `accelerate launch`): each generates its share and every process gets
+    all the completions, in the prompts' order. Every process must call it, with the same prompts.
+
+    The shares are padded to one length (the last prompt again), so every process runs as many batches: under
+    DeepSpeed ZeRO-3 or FSDP each forward pass gathers the weights from all of them."""
+    from accelerate import PartialState
+    from accelerate.utils import gather_object
+
+    state = PartialState()
+    if state.num_processes == 1 or not prompts:
+        return generate_completions(model, tokenizer, prompts, batch_size, max_new_tokens, progress, description)
+    with state.split_between_processes(list(range(len(prompts))), apply_padding=True) as share:
+        texts = generate_completions(
+            model,
+            tokenizer,
+            [prompts[index] for index in share],
+            batch_size,
+            max_new_tokens,
+            progress and state.is_main_process,
+            description,
+        )
+    completions = dict(gather_object(list(zip(share, texts, strict=True))))  # the padding repeats the last prompt
+    return [completions[index] for index in range(len(prompts))]

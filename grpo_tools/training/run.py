@@ -29,19 +29,23 @@ logger = logging.getLogger(__name__)
 
 
 def _evaluate(model: Any, tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any, label: str) -> Any:
-    from grpo_tools.evaluation.evaluate import evaluate_model
+    """The held-out report, generated with the rows shared out between the processes; written by the main process,
+    which alone returns it (None on the others)."""
+    from accelerate import PartialState
 
-    return evaluate_model(
-        model,
-        tokenizer,
-        rows,
-        training_args.output_dir,
-        scorer=script_args.eval_scorer,
-        batch_size=script_args.eval_batch_size,
-        max_new_tokens=training_args.max_completion_length or 256,
-        progress=not training_args.disable_tqdm,
-        label=label,
-    )
+    from grpo_tools.evaluation.evaluate import evaluate_model
+    from grpo_tools.evaluation.generation import generate_completions_shared, row_prompts, spread_completions
+
+    max_new_tokens = training_args.max_completion_length or 256
+    prompts, _ = row_prompts(tokenizer, rows)  # None where the template cannot render a row: scored as a failure
+    generated = generate_completions_shared(model, tokenizer, [prompt for prompt in prompts if prompt is not None],
+                                            script_args.eval_batch_size, max_new_tokens,
+                                            not training_args.disable_tqdm, f"{label}: generating")  # fmt: skip
+    completions = spread_completions(generated, prompts, num_samples=1)
+    if not PartialState().is_main_process:
+        return None
+    return evaluate_model(model, tokenizer, rows, training_args.output_dir, scorer=script_args.eval_scorer,
+                          label=label, completions=completions)  # fmt: skip
 
 
 def _evaluate_multi_turn(
@@ -290,13 +294,15 @@ def _build_trainer(
 def _evaluator(
     trainer: Any, tokenizer: Any, eval_rows: list[dict] | None, script_args: Any, training_args: Any
 ) -> Callable[[Any, str], Any]:
-    """`evaluate(model, label)`: the held-out report, or None without eval data or in a distributed run."""
+    """`evaluate(model, label)`: the held-out report on the main process, or None on the others, without eval data,
+    or for multi-turn rows in a distributed run."""
     if eval_rows is None:
         return lambda model, label: None
-    if trainer.accelerator.num_processes > 1:
-        logger.warning("evaluation around training runs in single-process runs only; use `grpo-tools eval` after")
+    multi_turn = is_multi_turn(eval_rows)
+    if multi_turn and trainer.accelerator.num_processes > 1:
+        logger.warning("multi-turn evaluation around training runs in single-process runs only; use `grpo-tools eval`")
         return lambda model, label: None
-    evaluator = _evaluate_multi_turn if is_multi_turn(eval_rows) else _evaluate
+    evaluator = _evaluate_multi_turn if multi_turn else _evaluate
     return lambda model, label: evaluator(model, tokenizer, eval_rows, script_args, training_args, label)
 
 

@@ -6,8 +6,8 @@ disabled as the reference, accelerate / DeepSpeed / FSDP). What this adds:
   tokens, reduced over all processes, so every process gets the same value) goes to `AdaptiveKLController`, and the
   coefficient it returns is the one the next step's loss uses (`self.beta`, which trl reads on every loss
   computation); it is logged as `kl_coef`, saved with every checkpoint (`kl_controller.json`) and restored on resume;
-- the divergence guard: a non-finite loss or reward stops the run with `TrainingDivergedError` before anything more
-  is saved, so the last checkpoint stays intact;
+- the divergence guard: a non-finite loss or reward on any process stops the run on every process with
+  `TrainingDivergedError` before anything more is saved, so the last checkpoint stays intact;
 - tool metrics (`_log_tool_metrics`): with `environment_factory` (multi-turn tool use), `tools/calls_per_rollout`,
   `tools/turns`, `tools/failure_rate` and `tools/failures/<kind>` for each of `environments.FAILURE_KINDS`;
 - gold turns (`gold_in_group`, `_with_gold`): the last completion of each group is the row's gold turn, and with
@@ -118,10 +118,11 @@ class ToolGRPOTrainer(GRPOHooks):
             advantages[:, :held] = 0.0
             inputs = {**inputs, "advantages": advantages}
         loss = super().policy_loss(model, inputs)
-        if not torch.isfinite(loss).all():
+        losses = self.accelerator.gather(loss.detach().float().reshape(1))  # (processes,): all stop, or none waits
+        if not torch.isfinite(losses).all():
             raise TrainingDivergedError(
-                f"the loss is {loss.item()} at step {self.state.global_step}; stopping before anything more is saved "
-                "(the last checkpoint is intact). Lower the learning rate or raise beta."
+                f"the loss is {losses[~torch.isfinite(losses)][0].item()} at step {self.state.global_step}; stopping "
+                "before anything more is saved (the last checkpoint is intact). Lower the learning rate or raise beta."
             )
         if self.kl_controller is not None and self.model.training:
             self._track_kl(inputs)
@@ -239,7 +240,7 @@ class ToolGRPOTrainer(GRPOHooks):
         if not (self._gold_texts and self.model.training and self.args.gold_baseline == "samples"):
             return output
         local_rows = len(self._gold_texts)
-        local_gold = [_gold_slot(index, self._gold_texts, self.num_generations) for index in range(local_rows)]
+        local_gold = self._gold_slots(self._gold_texts, self.num_generations)
         gold = self.accelerator.gather(torch.tensor(local_gold, device=self.accelerator.device))  # (B x processes,)
         rewards = self._last_weighted_rewards.sum(dim=1)  # (B x processes,)
         advantages = samples_baseline_advantages(rewards, gold.to(rewards.device), self.num_generations,
@@ -358,7 +359,7 @@ class ToolGRPOTrainer(GRPOHooks):
             gold = []
         sampled = range(len(prompt_ids))
         if gold and not self.generates_whole_batch:
-            sampled = [index for index in sampled if not _gold_slot(index, gold, turn.num_generations)]
+            sampled = [index for index, slot in enumerate(self._gold_slots(gold, turn.num_generations)) if not slot]
         fast = self.cpu_fast_path and not (
             self.generates_whole_batch or turn.images is not None or turn.multimodal_fields or turn.has_tool_images
         )
@@ -384,9 +385,7 @@ class ToolGRPOTrainer(GRPOHooks):
         completion_ids = list(completion_ids)
         logprobs = None if logprobs is None else list(logprobs)
         eos = set(self.eos_token_ids)
-        for index in range(len(completion_ids)):
-            if not _gold_slot(index, gold, groups):
-                continue
+        for index in [index for index, slot in enumerate(self._gold_slots(gold, groups)) if slot]:
             ids = self.text_tokenizer(gold[index], add_special_tokens=False)["input_ids"]
             end = next((position for position, token in enumerate(ids) if token in eos), len(ids) - 1)
             completion_ids[index] = ids[: end + 1][: self.max_completion_length]
@@ -394,7 +393,8 @@ class ToolGRPOTrainer(GRPOHooks):
                 logprobs[index] = [math.nan] * len(completion_ids[index])
         return completion_ids, logprobs
 
-
-def _gold_slot(index: int, gold: list[str | None], num_generations: int) -> bool:
-    """Whether completion `index` is its group's last and its row has a gold turn to put there."""
-    return index % num_generations == num_generations - 1 and gold[index] is not None
+    def _gold_slots(self, gold: list[str | None], num_generations: int) -> list[bool]:
+        """For each row of this process, whether it is its group's last and has a gold turn. trl gives process p the
+        p-th slice of the batch of all processes, so a group can span two: the position that counts is the global one."""
+        start, last = self.accelerator.process_index * len(gold), num_generations - 1
+        return [(start + index) % num_generations == last and text is not None for index, text in enumerate(gold)]

@@ -136,18 +136,23 @@ def warm_start(
     """Supervised fine-tuning on the gold answers (trl SFTTrainer), so the model knows the call format before GRPO;
     returns the folder of the warmed-up model. With `warmup_sft_peft`, a LoRA adapter built from `model_args` is
     trained and merged into the weights, so the folder holds a plain model either way, and the adapter is kept in its
-    `lora/` subfolder."""
+    `lora/` subfolder.
+
+    With several processes, the main process alone writes the folder, and every process returns once it is written."""
     trainer = sft_trainer(model_path, tokenizer, rows, script_args, training_args, output_dir, model_args)
     train_sft(trainer)
-    if script_args.warmup_sft_peft:
+    main = trainer.accelerator.is_main_process
+    if script_args.warmup_sft_peft and main:
         model = trainer.accelerator.unwrap_model(trainer.model)
         # The adapter itself too, in a subfolder the model loaders pass over: the run stacks it with GRPO's adapter
         # into one on the base model (`grpo_tools.models.adapters`).
         model.save_pretrained(os.path.join(output_dir, WARM_ADAPTER_DIR))
         model.merge_and_unload().save_pretrained(output_dir)
-    else:
-        trainer.save_model(output_dir)
-    tokenizer.save_pretrained(output_dir)
+    elif not script_args.warmup_sft_peft:
+        trainer.save_model(output_dir)  # on every process: under ZeRO-3 or FSDP, they gather the weights together
+    if main:
+        tokenizer.save_pretrained(output_dir)
+    trainer.accelerator.wait_for_everyone()  # no process loads the folder before it is whole
     return output_dir
 
 
@@ -161,11 +166,17 @@ def warm_started_model(
     resuming: bool = False,
 ) -> str:
     """The model GRPO starts from: `model_path` itself, or with `warmup_sft_epochs` its warm-started copy in
-    `output_dir/warmup`, trained on `warmup_sft_data` (else the training rows) or, when resuming, reused."""
+    `output_dir/warmup`, trained on `warmup_sft_data` (else the training rows) or, when resuming, reused if its model
+    was written (`config.json`)."""
+    from accelerate import PartialState
+
     if script_args.warmup_sft_epochs <= 0:
         return model_path
     warm_path = os.path.join(training_args.output_dir, "warmup")
     warm_rows = load_rows(script_args.warmup_sft_data) if script_args.warmup_sft_data else train_rows
-    if resuming and os.path.isdir(warm_path):
+    reuse = resuming and os.path.isfile(os.path.join(warm_path, "config.json"))
+    # Every process decides before any starts a warm start, which creates the folder (with several, on a shared disk).
+    PartialState().wait_for_everyone()
+    if reuse:
         return warm_path
     return warm_start(model_path, tokenizer, warm_rows, script_args, training_args, warm_path, model_args)

@@ -1,14 +1,12 @@
 """Tests for `grpo-tools train` as a user runs it: a run killed with SIGKILL resumes from its last checkpoint with the
-same step count and KL coefficient and leaves an adapter plain peft can load; two CPU processes (torchrun) feed
-their controllers the same KL; bad recipes or data get one clear message and exit 2; and `run_info.json` records the
-`provenance.json` of a locally converted base."""
+same step count and KL coefficient and leaves an adapter plain peft can load; bad recipes or data get one clear
+message and exit 2; and `run_info.json` records the `provenance.json` of a locally converted base."""
 
 import json
 import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -95,30 +93,6 @@ def test_killed_run_resumes_with_the_same_steps_and_kl_coefficient(tiny_model_di
 
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), str(output_dir))
     assert any("lora_" in name for name, _ in model.named_parameters())
-
-
-def test_two_processes_feed_their_controllers_the_same_kl(tiny_model_dir, small_data, tmp_path):
-    script = Path(__file__).parents[1] / "scripts" / "distributed_kl.py"
-    # torchrun starts the processes; accelerate reads their ranks from the environment and joins them over gloo.
-    with socket.socket() as probe:  # a free port, so that two test runs on one machine do not meet
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port)]
-    result = subprocess.run(
-        [*launcher, str(script), tiny_model_dir, small_data["train"], str(tmp_path)],
-        capture_output=True,
-        text=True,
-        # CUDA hidden: this is the CPU path over gloo. With one GPU visible (an H100), rank 1 failed and rank 0's
-        # barrier lost it; likely because accelerate's barrier passes device_ids=[local rank] and there is no device 1
-        env={**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""},
-        timeout=600,  # a hung rank fails the test instead of the whole run; it takes 1-2 minutes under load
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
-    assert ranks[0]["world"] == ranks[1]["world"] == 2
-    assert len(ranks[0]["kl_history"]) == 3
-    assert ranks[0]["kl_history"] == ranks[1]["kl_history"]
-    assert any(kl > 0 for kl, _ in ranks[0]["kl_history"])
 
 
 @pytest.mark.parametrize(
