@@ -1,6 +1,7 @@
-"""Every link in README.md, CHANGELOG.md and docs/*.md leads somewhere: a relative link names a file or folder of the
-repository, and a `#anchor` names a heading of the page it points to, slugged as GitHub slugs headings. Links inside
-code (fenced blocks, `inline spans`) and web addresses are not followed: the tests run without a network."""
+"""Every link in README.md, CHANGELOG.md, docs/*.md and experiments/*.md leads somewhere: a relative link names a file
+or folder of the repository, and a `#anchor` names a heading of the page it points to, slugged as GitHub slugs
+headings. Links inside code (fenced blocks, `inline spans`) and web addresses are not followed: the tests run without
+a network."""
 
 import ast
 import io
@@ -12,7 +13,9 @@ import pytest
 
 
 REPO = Path(__file__).resolve().parent.parent
-PAGES = sorted([REPO / "README.md", REPO / "CHANGELOG.md", *(REPO / "docs").glob("*.md")])
+PAGES = sorted(
+    [REPO / "README.md", REPO / "CHANGELOG.md", *(REPO / "docs").glob("*.md"), *(REPO / "experiments").glob("*.md")]
+)
 
 FENCE = re.compile(r"^(```|~~~).*?^\1\s*$", re.MULTILINE | re.DOTALL)
 CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
