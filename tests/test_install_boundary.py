@@ -16,21 +16,19 @@ import yaml
 
 
 ROOT = Path(__file__).resolve().parent.parent
-# The folders beside the package: what exists for our demos, benchmarks, experiments and tests (the library imports
-# none of them), and those whose modules hold lab code a copy of which must not sit in the library (tests' own helpers
-# share ordinary names like `run` with it).
+# The folders beside the package: what exists for our demos, benchmarks, experiments and tests; the library imports
+# none of them, and defines nothing that one of their modules defines (the same name and the same code).
 LAB = ("tasks", "benchmarks", "experiments", "scripts", "tests")
-LAB_CODE = ("tasks", "benchmarks", "experiments", "scripts", "tests/support")
 # The demo modules issue 55 found inside the package (task builders, the multi-turn data generator, the models we
 # build): none may come back under any name inside it.
 DEMO_MODULES = {
-    "grpo_tools.data.bfcl_task",
-    "grpo_tools.data.catalog",
-    "grpo_tools.data.mapping",
-    "grpo_tools.data.synthetic",
-    "grpo_tools.models.smollm2",
-    "grpo_tools.models.tiny",
-    "grpo_tools.tools.multiturn",
+    "tasks.bfcl",
+    "tasks.catalog",
+    "tasks.mapping",
+    "tasks.synthetic",
+    "tasks.smollm2",
+    "tasks.tiny_model",
+    "tasks.multiturn",
 }
 # Copying the checkout for the install leaves out what is not source.
 NOT_SOURCE = shutil.ignore_patterns(
@@ -63,11 +61,12 @@ def _modules(folder: Path, package: str) -> dict[str, Path]:
     return names
 
 
-def _public_definitions(path: Path) -> set[str]:
-    """The public functions and classes a module defines at its top level."""
+def _public_definitions(path: Path) -> dict[str, str]:
+    """The public functions and classes a module defines at its top level, each with its syntax tree (as text): two
+    definitions are the same when name and tree are."""
     tree = ast.parse(path.read_text())
     return {
-        node.name
+        node.name: ast.dump(node)
         for node in tree.body
         if isinstance(node, ast.FunctionDef | ast.ClassDef) and not node.name.startswith("_") and node.name != "main"
     }
@@ -92,17 +91,17 @@ def test_installed_package_holds_only_library_modules(installed):
     assert "grpo_tools.cli" in modules and "grpo_tools.rewards" in modules
     assert sorted(DEMO_MODULES & modules.keys()) == [], "demo modules inside the installed package"
     lab_definitions = {
-        name: str(path.relative_to(ROOT))
-        for folder in LAB_CODE
+        definition: str(path.relative_to(ROOT))
+        for folder in LAB
         if (ROOT / folder).is_dir()
         for path in (ROOT / folder).rglob("*.py")
-        for name in _public_definitions(path)
+        for definition in _public_definitions(path).items()
     }
     copies = {
-        f"{module}.{name}": lab_definitions[name]
+        f"{module}.{name}": lab_definitions[name, tree]
         for module, path in modules.items()
-        for name in _public_definitions(path)
-        if name in lab_definitions
+        for name, tree in _public_definitions(path).items()
+        if (name, tree) in lab_definitions
     }
     assert copies == {}, "the library defines what a lab module defines (a copy left behind, or a lab module moved in)"
     leaning = {
