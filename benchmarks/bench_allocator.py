@@ -2,7 +2,7 @@
 key/value cache that grows a token at a time), allocated, written and freed in a fresh process each way. Linux with
 glibc only; a measurement, not a test (the counts depend on the kernel and glibc):
 
-    .venv/bin/python benchmarks/bench_allocator.py [--output benchmarks/results/allocator.json]
+    .venv/bin/python -m benchmarks.bench_allocator [--output benchmarks/results/allocator.json]
 """
 
 from __future__ import annotations
@@ -11,12 +11,8 @@ import argparse
 import platform
 import subprocess
 import sys
-from pathlib import Path
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import RESULTS, write_result
+from benchmarks.common import RESULTS, write_result
 
 
 PAGE_FAULTS = """

@@ -20,7 +20,7 @@ both alike, and the best pass counts. Before each of our passes our caches are e
 strings, normalised tools) and the row columns are new objects (new strings, or freshly parsed rows), so every pass
 prepares every row again, as a fresh process reads them; BFCL's checker keeps nothing between calls.
 
-    .venv/bin/python benchmarks/bench_bfcl.py [--groups 1 4 16] [--repeats 3] [--batch 64]
+    .venv/bin/python -m benchmarks.bench_bfcl [--groups 1 4 16] [--repeats 3] [--batch 64]
         [--output benchmarks/results/bfcl.json]
 """
 
@@ -38,10 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bfcl_reference
-
+from benchmarks import bfcl_reference
 from grpo_tools.rewards import bfcl, gold, rewards, tool_bfcl_reward
 
 

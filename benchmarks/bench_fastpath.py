@@ -8,9 +8,9 @@ both sample every completion (`--gold` puts the recipe's gold turns back on ours
 between the two through the baton of bench_trainer.py, so a change in the machine's load hits both alike; the first
 `--warmup` steps of each side are dropped and the ratio is of medians (goal: 0.5 or less). A few steps, not a test:
 
-    .venv/bin/python benchmarks/bench_fastpath.py [--steps 3] [--warmup 1] [--threads 1] [--output ...]
+    .venv/bin/python -m benchmarks.bench_fastpath [--steps 3] [--warmup 1] [--threads 1] [--output ...]
 
-Needs the converted model (`make bench` converts it: python -m grpo_tools.models.smollm2 --out outputs/smollm2-135m).
+Needs the converted model (`make bench` converts it: python -m tasks.smollm2 --out outputs/smollm2-135m).
 """
 
 from __future__ import annotations
@@ -19,18 +19,14 @@ import argparse
 import dataclasses
 import os
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_trainer import run_interleaved
-from common import RESULTS, quiet, without_printer, write_result
+from benchmarks.bench_trainer import run_interleaved
+from benchmarks.common import RESULTS, quiet, without_printer, write_result
 
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -23,7 +23,7 @@ runs side by side finish the whole benchmark in about half the time, and every a
 Each run prints a line at each quarter of its steps (step, training seconds, training reward) and one at its end.
 
     make bench-learning
-    .venv/bin/python benchmarks/bench_learning.py [--max-steps 150] [--seeds 0 1 2] [--eval-every 10] [--jobs 1] \\
+    .venv/bin/python -m benchmarks.bench_learning [--max-steps 150] [--seeds 0 1 2] [--eval-every 10] [--jobs 1] \\
         [--arms adaptive fixed-0 fixed-init fixed-10x] [--output benchmarks/results/learning.json] [RECIPE OVERRIDES]
 
 Any other `--key value` is passed to the recipe parser, e.g. `--warmup_sft_epochs 1` for a quick look.
@@ -31,7 +31,7 @@ Any other `--key value` is passed to the recipe parser, e.g. `--warmup_sft_epoch
 A long benchmark can run in parts, some seeds at a time from the same warm start, each part to its own `--output`;
 `--merge` then trains nothing and writes one table and plot for all of them:
 
-    .venv/bin/python benchmarks/bench_learning.py --merge part1.json part2.json --output learning.json
+    .venv/bin/python -m benchmarks.bench_learning --merge part1.json part2.json --output learning.json
 """
 
 from __future__ import annotations
@@ -40,16 +40,12 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import RESULTS, quiet, write_result
+from benchmarks.common import RESULTS, quiet, write_result
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -204,8 +200,8 @@ def warm_start_once(
 
     from transformers import AutoTokenizer
 
-    from grpo_tools.models.tiny import build_tiny_model
     from grpo_tools.training.warm_start import warm_started_model
+    from tasks.tiny_model import build_tiny_model
 
     script_args, training_args, model_args = parse_recipe(recipe, [*overrides, "--output_dir", str(work_dir)])
     model_path = model_args.model_name_or_path
@@ -249,10 +245,10 @@ def run_arm(
     `run_sft` for `seconds` of training instead."""
     if arm == "sft":
         return run_sft(recipe, overrides, warm_dir, seed, seconds or 0.0, work_dir, rows)
-    from common import without_printer
     from transformers import AutoTokenizer
     from trl import get_peft_config
 
+    from benchmarks.common import without_printer
     from grpo_tools.data.prompts import prompt_dataset
     from grpo_tools.rewards import get_reward_funcs
     from grpo_tools.training.configs import model_init_kwargs

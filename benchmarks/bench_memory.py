@@ -20,7 +20,7 @@ parameters (360 MB in fp32) built from a config with random weights (`--sizes si
 at most 1.05x `lora_no_kl`, is judged on that model. `--repeats` runs each configuration several times (interleaved)
 and reports the median peak.
 
-    .venv/bin/python benchmarks/bench_memory.py [--steps 2] [--sizes tiny sized] [--repeats 1] \\
+    .venv/bin/python -m benchmarks.bench_memory [--steps 2] [--sizes tiny sized] [--repeats 1] \\
         [--output benchmarks/results/memory.json]
 """
 
@@ -37,10 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (
+from benchmarks.common import (
     RESULTS,
     REWARD_FUNCS,
     build_sized_model,
@@ -127,10 +124,22 @@ def train_config(
 def measure(config: str, model_dir: str, size: str, steps: int, folder: str) -> dict[str, Any]:
     """Run one configuration in a fresh process; its own report plus its peak resident set in MB."""
     result_path = Path(folder) / f"{size}-{config}.json"
-    command = [sys.executable, __file__, "--worker", config, "--model-dir", model_dir, "--size", size]
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.bench_memory",
+        "--worker",
+        config,
+        "--model-dir",
+        model_dir,
+        "--size",
+        size,
+    ]
     command += ["--steps", str(steps), "--result", str(result_path)]
     with tempfile.TemporaryFile() as log:  # a file, not a pipe: a chatty child cannot block on a full pipe
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parent.parent
+        )
         _, status, usage = os.wait4(process.pid, 0)  # reaps the child and returns its own resource usage
         if status != 0:
             log.seek(0)

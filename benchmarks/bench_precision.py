@@ -3,7 +3,7 @@ generation, as GRPO runs them; median seconds of `--repeats` runs after a warm-u
 autocast, float32 weights under bf16 autocast, and weights loaded in bf16 with the adapter in float32 (what
 `grpo-tools train` does for a LoRA run in bf16 on the CPU), trained under autocast and sampled without it.
 
-`.venv/bin/python benchmarks/bench_precision.py` (SmolLM2 converted by `make train` first; `--model` for another
+`.venv/bin/python -m benchmarks.bench_precision` (SmolLM2 converted by `make train` first; `--model` for another
 folder). On a CPU without avx512_bf16 or AMX the bf16 column is emulated and many times slower: `grpo-tools train`
 then leaves bf16 off (docs/configuration.md, "Precision on the CPU").
 """
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from common import quiet, write_result
+from benchmarks.common import quiet, write_result
 
 
 LORA_TARGETS = r".*\.layers\.(1[89]|2[0-9])\.(self_attn|mlp)\.[a-z]+_proj"  # the SmolLM2 recipe's

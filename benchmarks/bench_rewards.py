@@ -4,7 +4,7 @@ Each scenario is a batch of generated completions (at least 10,000) scored throu
 exactly as `GRPOTrainer` calls it, so the figure includes reading the gold columns. Times are medians of repeated
 runs; the `json.loads` column is the floor any parser pays for the same call payloads, measured in the same run.
 
-    .venv/bin/python benchmarks/bench_rewards.py [--completions 20000] [--repeats 7] [--output benchmarks/results/rewards.json]
+    .venv/bin/python -m benchmarks.bench_rewards [--completions 20000] [--repeats 7] [--output benchmarks/results/rewards.json]
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Data rows are the bundled synthetic rows repeated under fresh ids; predictions a
 format, one in four with a wrong value. Each configuration runs `grpo-tools score` as its own process; the peak memory
 is the largest resident set of that process and its workers (`wait4`'s `ru_maxrss`).
 
-    .venv/bin/python benchmarks/bench_score.py [--rows 200000] [--output benchmarks/results/score.json]
+    .venv/bin/python -m benchmarks.bench_score [--rows 200000] [--output benchmarks/results/score.json]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 def write_files(folder: Path, rows: int, seed: int = 0) -> tuple[Path, Path]:
     """A data file and a predictions file of `rows` lines each."""
-    from grpo_tools.data.synthetic import generate_rows
+    from tasks.synthetic import generate_rows
 
     rng = random.Random(seed)
     base = generate_rows("train", 2000, seed=0)

@@ -1,9 +1,9 @@
-"""How long building the tiny offline model takes (`grpo_tools.models.tiny`): tokenizer training on the bundled data,
+"""How long building the tiny offline model takes (`tasks.tiny_model`): tokenizer training on the bundled data,
 the random Qwen2 model, both saved. The unit tests build it once per session and the training tests lean on it, so
 its cost is paid by every test run; the budget is 30 s on 2 CPU cores. Builds run one after another in this process,
 each into a fresh folder; the figure is their median.
 
-    .venv/bin/python benchmarks/bench_tiny.py [--repeats 3] [--output benchmarks/results/tiny.json]
+    .venv/bin/python -m benchmarks.bench_tiny [--repeats 3] [--output benchmarks/results/tiny.json]
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result
+from benchmarks.common import write_result
 
 
 TARGET_SECONDS = 30.0
@@ -33,7 +31,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers.utils import logging as hf_logging
 
-    from grpo_tools.models.tiny import build_tiny_model
+    from tasks.tiny_model import build_tiny_model
 
     hf_logging.disable_progress_bar()
 

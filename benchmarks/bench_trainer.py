@@ -22,7 +22,7 @@ is all on the thread being clocked, and because on a shared 2-core machine a sec
 for the other load (steps ran slower and far less steadily with two). The target is judged on the wall ratio;
 `make bench` fails only on a clear miss (the 95% interval of either ratio entirely above the target).
 
-    .venv/bin/python benchmarks/bench_trainer.py [--steps 64] [--warmup 4] [--output benchmarks/results/trainer.json]
+    .venv/bin/python -m benchmarks.bench_trainer [--steps 64] [--warmup 4] [--output benchmarks/results/trainer.json]
 """
 
 from __future__ import annotations
@@ -30,17 +30,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (
+from benchmarks.common import (
     RESULTS,
     bootstrap_ratio,
     build_tiny,
@@ -124,10 +120,10 @@ def _alternating_callback(baton: Baton, name: str) -> Any:
 
 def build_trainers(model_dir: str, output_dir: str, steps: int, **overrides: Any) -> dict[str, Any]:
     """Our trainer (adaptive KL from `beta`) and trl's (fixed `beta`), from the same settings and reward callables."""
-    from common import REWARD_FUNCS
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
+    from benchmarks.common import REWARD_FUNCS
     from grpo_tools.training.configs import ToolGRPOConfig
     from grpo_tools.training.trainer import ToolGRPOTrainer
 
@@ -247,7 +243,7 @@ def run(
         "cores_on_machine": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "load_average_1min": [load_before, load_after],
-        "model": model_dir or "tiny (grpo_tools.models.tiny, 0.9M parameters)",
+        "model": model_dir or "tiny (tasks.tiny_model, 0.9M parameters)",
         "settings": {"steps": steps, "warmup": warmup, **settings, "lora_rank": 32, "adaptive_kl_target": 0.02},
         **summary,
     }

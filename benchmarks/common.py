@@ -40,7 +40,7 @@ def quiet() -> None:
 
 def build_tiny(folder: str | os.PathLike[str]) -> str:
     """The tiny offline model (0.9M parameters) and its tokenizer, saved in `folder`."""
-    from grpo_tools.models.tiny import build_tiny_model
+    from tasks.tiny_model import build_tiny_model
 
     return str(build_tiny_model(folder, seed=0))
 

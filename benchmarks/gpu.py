@@ -15,9 +15,9 @@ includes pushing the merged LoRA weights to it); tokens generated. Peak memory i
 (what went through torch's allocator: the policy, its activations and, colocated, what vLLM allocates through torch)
 and the device's memory in use at the end (`mem_get_info`, every allocator, vLLM's reserved KV cache included).
 
-    .venv/bin/python benchmarks/gpu.py [--steps 12] [--warmup 2] [--backends transformers vllm] \\
+    .venv/bin/python -m benchmarks.gpu [--steps 12] [--warmup 2] [--backends transformers vllm] \\
         [--output benchmarks/results/gpu.json]
-    .venv/bin/python benchmarks/gpu.py --smoke    # CPU-sized path: tiny model, fp32, 2 steps; automatic without CUDA
+    .venv/bin/python -m benchmarks.gpu --smoke    # CPU-sized path: tiny model, fp32, 2 steps; automatic without CUDA
 
 Sized to finish in under 10 minutes on one H100/H200-class GPU.
 """
@@ -34,10 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (
+from benchmarks.common import (
     RESULTS,
     REWARD_FUNCS,
     build_sized_model,
@@ -235,18 +232,34 @@ def run(
                 skipped[backend] = "vLLM is not installed"
                 continue
             result_path = Path(folder) / f"{backend}.json"
-            command = [sys.executable, __file__, "--worker", backend, "--model-dir", model_dir, "--steps", str(steps)]
+            command = [
+                sys.executable,
+                "-m",
+                "benchmarks.gpu",
+                "--worker",
+                backend,
+                "--model-dir",
+                model_dir,
+                "--steps",
+                str(steps),
+            ]
             command += ["--warmup", str(warmup), "--result", str(result_path), *(["--smoke"] if smoke else [])]
             with tempfile.TemporaryFile() as log:
                 start = time.perf_counter()
-                status = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+                status = subprocess.run(
+                    command,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    check=False,
+                    cwd=Path(__file__).resolve().parent.parent,
+                ).returncode
                 if status != 0:
                     log.seek(0)
                     raise SystemExit(f"the {backend} run failed:\n{log.read().decode()[-4000:]}")
             results.append({**json.loads(result_path.read_text()), "process_seconds": time.perf_counter() - start})
     return {
         "smoke": smoke,
-        "model": "tiny (grpo_tools.models.tiny)" if smoke else "Qwen2.5-0.5B shape, random weights",
+        "model": "tiny (tasks.tiny_model)" if smoke else "Qwen2.5-0.5B shape, random weights",
         "model_shape": None if smoke else QWEN25_05B,
         "parameters": parameters,
         "lora_rank": 32,

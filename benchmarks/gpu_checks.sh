@@ -11,9 +11,9 @@ python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name(0)
 python3 -c "import vllm" 2>/dev/null || echo "vLLM is not installed: its test is skipped" | tee -a "$out/device.txt"
 status=0
 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests 2>&1 | tee "$out/pytest-gpu.log" || status=1
-test -f outputs/smollm2-135m/config.json || python3 -m grpo_tools.models.smollm2 --out outputs/smollm2-135m
+test -f outputs/smollm2-135m/config.json || python3 -m tasks.smollm2 --out outputs/smollm2-135m
 test -f outputs/bfcl-task/manifest.json ||
-    python3 -m grpo_tools.data.bfcl_task --tokenizer outputs/smollm2-135m --out outputs/bfcl-task
+    python3 -m tasks.bfcl --tokenizer outputs/smollm2-135m --out outputs/bfcl-task
 rm -rf outputs/gpu-bfcl
 python3 -m grpo_tools.cli train --config recipes/SmolLM2-135M-Instruct/grpo/bfcl.yaml --use_cpu false --bf16 true \
     --max_steps 2 --max_eval_rows 40 --output_dir outputs/gpu-bfcl --disable_tqdm true 2>&1 | tee "$out/train.log" ||

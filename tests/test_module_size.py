@@ -1,4 +1,4 @@
-"""Tests for tools/check_module_size.py, the `make quality` check that no module under grpo_tools passes 400 lines:
+"""Tests for scripts/check_module_size.py, the `make quality` check that no module under grpo_tools passes 400 lines:
 it names each file over the limit and fails, passes a file at the limit, and passes the package as it is."""
 
 import subprocess
@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "tools" / "check_module_size.py"
+SCRIPT = ROOT / "scripts" / "check_module_size.py"
 
 
 def check(*folders):

@@ -1,10 +1,9 @@
 """Datasets: canonical rows (read, check, categories), converters from public formats, prompts rendered with each
-row's tools, and the bundled synthetic and mapping tasks."""
+row's tools."""
 
 from grpo_tools.data.converters import CONVERTERS, convert_rows, read_source
 from grpo_tools.data.prompts import gold_message, load_rows, prompt_dataset, render_prompt
 from grpo_tools.data.rows import CATEGORIES, DataError, check_rows, derive_category, read_jsonl, write_jsonl
-from grpo_tools.data.synthetic import generate_rows
 
 
 __all__ = [
@@ -14,7 +13,6 @@ __all__ = [
     "check_rows",
     "convert_rows",
     "derive_category",
-    "generate_rows",
     "gold_message",
     "load_rows",
     "prompt_dataset",

@@ -208,7 +208,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from grpo_tools.data.prompts import load_tokenizer
+    from grpo_tools.models.loading import load_tokenizer
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
@@ -333,7 +333,7 @@ def _run(args: argparse.Namespace, rows: list[dict[str, Any]], labels: list[str]
     if multi_turn and (args.vllm or args.num_samples > 1):
         print("grpo-tools eval: multi-turn rows are evaluated greedily with transformers only", file=sys.stderr)
         return 2
-    from grpo_tools.data.prompts import check_model_folder, load_tokenizer
+    from grpo_tools.models.loading import check_model_folder, load_tokenizer
 
     check_model_folder(args.model)
     model, tokenizer = (None, None) if args.vllm else _load(args)

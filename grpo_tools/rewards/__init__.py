@@ -8,8 +8,8 @@ included) and the named rewards trl calls. It imports nothing else of grpo_tools
 - `rewards`: the five rewards (trl's signature), the registry `REWARDS` and `get_reward_funcs`.
 """
 
-from grpo_tools.rewards.calls import FORMATS, PARSERS, ParseResult, ToolCall, parse_tool_calls
 from grpo_tools.rewards.gold import ERROR_KINDS, Gold, GoldError, Verdict, make_gold
+from grpo_tools.rewards.parsing import FORMATS, PARSERS, ParseResult, ToolCall, parse_tool_calls
 from grpo_tools.rewards.rewards import (
     REWARDS,
     RewardSpec,

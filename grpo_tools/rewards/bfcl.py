@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grpo_tools.rewards.calls import ToolCall
+from grpo_tools.rewards.parsing import ToolCall
 
 
 __all__ = ["BfclCall", "accepted_arguments", "check_bfcl", "check_bfcl_irrelevance", "prepare_bfcl", "standardize"]

@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from grpo_tools.rewards import fastjson
-from grpo_tools.rewards.calls import ToolCall
-from grpo_tools.rewards.toolcall import new_call
+from grpo_tools.rewards.parsing import ToolCall, fastjson
+from grpo_tools.rewards.parsing.toolcall import new_call
 
 
 # The public API; the other names without a leading underscore are shared with `matching`, `rewards` and benchmarks.

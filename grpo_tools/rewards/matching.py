@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_tools.rewards.calls import ParseResult, ToolCall
 from grpo_tools.rewards.gold import (
     Gold,
     Verdict,
     types_of,
 )
+from grpo_tools.rewards.parsing import ParseResult, ToolCall
 
 
 __all__: list[str] = []  # the rewards module reads these helpers; nothing here is public API

@@ -23,7 +23,6 @@ from functools import lru_cache
 from typing import Any
 
 from grpo_tools.rewards.bfcl import BfclCall, check_bfcl, check_bfcl_irrelevance, prepare_bfcl
-from grpo_tools.rewards.calls import ParseResult, ToolCall, parse_tool_calls
 from grpo_tools.rewards.gold import (
     ERROR_KINDS,
     Gold,
@@ -41,6 +40,7 @@ from grpo_tools.rewards.matching import (
     pairing,
     params_by_name,
 )
+from grpo_tools.rewards.parsing import ParseResult, ToolCall, parse_tool_calls
 
 
 __all__ = [

@@ -1,5 +1,5 @@
 """Multi-turn tool use: environments whose tools really run (`ToolEnvironment` and the registry), rollouts for
-evaluation, trajectories and their rewards, and the bundled multi-turn task."""
+evaluation, trajectories and their rewards."""
 
 from grpo_tools.tools.environments import (
     ENVIRONMENTS,

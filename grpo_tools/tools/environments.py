@@ -14,7 +14,7 @@ the filesystem. The calculator parses arithmetic with `ast` and walks a whitelis
 This module is the registry of environments (`ENVIRONMENTS`, `get_environment`, `make_environment_factory`) and
 exports them all: `ToolEnvironment` is defined in `grpo_tools.tools.base`, the bundled `WorkbenchEnvironment` in
 `grpo_tools.tools.workbench`. The trajectory rewards live in `grpo_tools.tools.trajectories`, evaluation rollouts in
-`grpo_tools.tools.rollouts`, the bundled task's data in `grpo_tools.tools.multiturn`.
+`grpo_tools.tools.rollouts`; the bundled task's data comes from the repository's `tasks/multiturn.py`.
 """
 
 from __future__ import annotations

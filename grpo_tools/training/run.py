@@ -237,7 +237,7 @@ def _load_data(script_args: Any, training_args: Any) -> tuple[list[dict], list[d
 
 
 def _load_tokenizer(training_args: Any, model_args: Any) -> Any:
-    from grpo_tools.data.prompts import check_model_folder, load_tokenizer
+    from grpo_tools.models.loading import check_model_folder, load_tokenizer
 
     if not model_args.model_name_or_path:
         raise ConfigError("no model: set model_name_or_path")

@@ -7,16 +7,12 @@ its shortest answer (every parameter whose acceptable values hold "" left out): 
 reference is `benchmarks/bfcl_reference.py`, which reads Java and JavaScript types with BFCL's own tables and judges
 JSON calls by BFCL's Python rules, as `tool_bfcl` does."""
 
-import sys
-from pathlib import Path
-
 import pytest
 
 
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (`make install` installs it)")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import bfcl_reference
+from benchmarks import bfcl_reference
 
 
 @pytest.fixture(scope="module")

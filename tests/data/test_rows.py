@@ -19,7 +19,7 @@ from grpo_tools.data.rows import (
     read_jsonl,
     write_jsonl,
 )
-from grpo_tools.rewards.calls import ToolCall
+from grpo_tools.rewards.parsing import ToolCall
 
 
 WEATHER = {

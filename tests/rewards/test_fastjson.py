@@ -1,6 +1,6 @@
-"""Tests for `grpo_tools.rewards.fastjson`: `loads` gives exactly what `json.loads` gives (value, types, errors), where orjson
-alone would not (NaN, infinities, integers beyond 64 bits, lone surrogates), and Hermes calls holding such values parse
-as `json` reads them."""
+"""Tests for `grpo_tools.rewards.parsing.fastjson`: `loads` gives exactly what `json.loads` gives (value, types,
+errors), where orjson alone would not (NaN, infinities, integers beyond 64 bits, lone surrogates), and Hermes calls
+holding such values parse as `json` reads them."""
 
 import json
 import math
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grpo_tools.rewards.calls import parse_tool_calls
-from grpo_tools.rewards.fastjson import loads
+from grpo_tools.rewards.parsing import parse_tool_calls
+from grpo_tools.rewards.parsing.fastjson import loads
 
 
 def _same(left, right) -> bool:

@@ -18,7 +18,7 @@ from grpo_tools.rewards import (
     tool_bfcl_reward,
     tool_exact_reward,
 )
-from grpo_tools.rewards.calls import ParseResult, ToolCall
+from grpo_tools.rewards.parsing import ParseResult, ToolCall
 
 
 def function(name, properties, required=()):

@@ -1,4 +1,4 @@
-"""Tests for multi-turn tool use (grpo_tools.tools.environments, grpo_tools.tools.trajectories, grpo_tools.tools.multiturn).
+"""Tests for multi-turn tool use (grpo_tools.tools.environments, grpo_tools.tools.trajectories, tasks.multiturn).
 
 Covers: the tool boundary (schema validation before a tool runs; exceptions and timeouts become tool messages and are
 counted by kind); the workbench tools and the calculator's safe grammar; the outcome comparison and the trajectory
@@ -28,7 +28,6 @@ import torch
 import yaml
 
 from grpo_tools.data.rows import DataError, check_rows
-from grpo_tools.data.synthetic import call_split
 from grpo_tools.rewards import tool_exact_reward, tool_partial_reward
 from grpo_tools.tools.environments import (
     ENVIRONMENTS,
@@ -41,7 +40,6 @@ from grpo_tools.tools.environments import (
     is_multi_turn,
     make_environment_factory,
 )
-from grpo_tools.tools.multiturn import BUNDLED_FILES, BUNDLED_ROWS, TASKS, generate_rows
 from grpo_tools.tools.rollouts import evaluate_multi_turn, run_rollouts
 from grpo_tools.tools.trajectories import (
     answer_matches,
@@ -55,6 +53,8 @@ from grpo_tools.tools.trajectories import (
     trajectory_calls_text,
     trajectory_reward,
 )
+from tasks.multiturn import BUNDLED_FILES, BUNDLED_ROWS, TASKS, generate_rows
+from tasks.synthetic import call_split
 
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
@@ -207,12 +207,15 @@ def test_a_tool_without_documented_arguments_fails_when_the_class_is_defined():
                 return str(x)
 
 
-@pytest.mark.parametrize("module", ["base", "workbench", "trajectories", "multiturn"])
+@pytest.mark.parametrize(
+    "module",
+    ["grpo_tools.tools.base", "grpo_tools.tools.workbench", "grpo_tools.tools.trajectories", "tasks.multiturn"],
+)
 def test_docstring_examples(module):
     import doctest
     import importlib
 
-    result = doctest.testmod(importlib.import_module(f"grpo_tools.tools.{module}"), optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
 
 
@@ -453,7 +456,7 @@ def bundled() -> dict[str, list[dict[str, Any]]]:
 
 
 def test_bundled_files_are_what_the_generator_writes(bundled, tmp_path):
-    from grpo_tools.tools.multiturn import main
+    from tasks.multiturn import main
 
     assert main(["--out", str(tmp_path)]) == 0
     for filename in BUNDLED_FILES.values():

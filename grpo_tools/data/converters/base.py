@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_tools.data.rows import derive_category
-from grpo_tools.rewards.calls import ToolCall, load_json_or_literal, parse_tool_calls
+from grpo_tools.rewards.parsing import ToolCall, load_json_or_literal, parse_tool_calls
 from grpo_tools.rewards.schemas import normalize_tools
 
 

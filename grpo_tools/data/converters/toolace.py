@@ -18,7 +18,7 @@ from grpo_tools.data.converters.base import (
     sharegpt_turns,
     source_id,
 )
-from grpo_tools.rewards.calls import ToolCall
+from grpo_tools.rewards.parsing import ToolCall
 
 
 def _json_list(text: str) -> list[Any]:

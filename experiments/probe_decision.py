@@ -6,20 +6,16 @@ The tiny recipe's held-out accuracy does not move under GRPO (docs/findings.md, 
 (`recipes/tiny/grpo/cpu.yaml`, β = 0, no adaptive KL) from the warm start `make bench-learning-tiny` keeps in
 `outputs/bench-learning/warmup` (made first if missing), and prints the mean reward every 5 steps:
 
-    .venv/bin/python benchmarks/probe_decision.py [--max-steps 40]
+    .venv/bin/python -m experiments.probe_decision [--max-steps 40]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_learning import RECIPE, REPO, parse_recipe, warm_start_once
-from common import quiet, without_printer
+from benchmarks.bench_learning import RECIPE, REPO, parse_recipe, warm_start_once
+from benchmarks.common import quiet, without_printer
 
 
 def no_call_reward(completions: list[str], **kwargs: object) -> list[float]:

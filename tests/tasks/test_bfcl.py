@@ -1,4 +1,4 @@
-"""The BFCL task (`grpo_tools.data.bfcl_task`), built from the installed bfcl-eval: no training row shares a function
+"""The BFCL task (`tasks.bfcl`), built from the installed bfcl-eval: no training row shares a function
 name or a question with a non-live row, the splits are disjoint (no API in two of them) and the size asked for, the prompt and gold-turn
 limits hold, the held-out sample is spread evenly over each category, gold turns leave out what BFCL lets be left
 out, the command writes the same files every time, and the long GRPO split (for a GPU) keeps dev's and the warm
@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from grpo_tools.data import bfcl_task
-from grpo_tools.data.bfcl_task import HELD_OUT, api_group, build_task, load_category, minimal_answers, spread
 from grpo_tools.data.prompts import gold_completion, load_rows, render_prompt
 from grpo_tools.rewards import make_gold, score_completion
+from tasks import bfcl as bfcl_task
+from tasks.bfcl import HELD_OUT, api_group, build_task, load_category, minimal_answers, spread
 
 
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (`make install` installs it)")
@@ -124,7 +124,7 @@ def test_an_unknown_category_is_one_clear_error():
 
 def test_a_missing_tokenizer_folder_exits_2_with_one_message(tmp_path, capsys):
     assert bfcl_task.main(["--tokenizer", str(tmp_path / "nothing"), "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err == f"python -m grpo_tools.data.bfcl_task: {tmp_path / 'nothing'}: no such folder\n"
+    assert capsys.readouterr().err == f"python -m tasks.bfcl: {tmp_path / 'nothing'}: no such folder\n"
 
 
 def test_the_long_split_keeps_dev_and_warm_start_apis_out_and_holds_the_grpo_splits_call_rows(task, tokenizer):

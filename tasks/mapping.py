@@ -1,7 +1,7 @@
 """The bundled task `make train-mapping` runs on SmolLM2: literal calls among several tools, requests no tool fits, and
 held-out calls whose arguments need mapping.
 
-The same five tools as `grpo_tools.data.synthetic`, in three splits with different jobs:
+The same five tools as `tasks.synthetic`, in three splits with different jobs:
 - `warmup` (supervised warm start): literal requests ("Convert 50 EUR to JPY", "a 20 minute timer") for one tool
   or one among several, and a quarter of the rows need no call. It teaches the call format and that not calling is a
   possible answer; it has no currency named in words and no timer given in hours.
@@ -11,7 +11,7 @@ The same five tools as `grpo_tools.data.synthetic`, in three splits with differe
   (`synthetic.call_split`); a third of its call rows name currencies in words ("50 euros in yen" -> `EUR`, `JPY`) or
   give timers in hours ("an hour and a half" -> `minutes: 90`), and all its requests, literal, mapped and unrelated,
   are worded by templates no other split uses.
-Regenerate the bundled files with `python -m grpo_tools.data.mapping --out data`.
+Regenerate the bundled files with `python -m tasks.mapping --out data`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from grpo_tools.data.catalog import PERIODS
-from grpo_tools.data.synthetic import (
+from tasks.catalog import PERIODS
+from tasks.synthetic import (
     AMOUNTS,
     CURRENCIES,
     LABELS,
@@ -87,7 +87,7 @@ TIMER_TEMPLATES = {
     "eval": ("Wake me in {hours}.", "Give me {hours} on the clock for the {label}."),
 }
 # Sentence templates of the held-out literal requests, by tool and by the arguments the call carries. The warm start
-# and GRPO word theirs with `grpo_tools.data.synthetic`'s templates, so no held-out request is worded as one they saw.
+# and GRPO word theirs with `tasks.synthetic`'s templates, so no held-out request is worded as one they saw.
 EVAL_REQUEST_TEMPLATES = {
     "get_weather": {
         ("city",): ("Check the conditions in {city} for me.", "Is it raining in {city} at the moment?"),
@@ -225,8 +225,8 @@ def write_mapping_data(out_dir: str | Path) -> dict[str, Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: `python -m grpo_tools.data.mapping --out data` regenerates the bundled files."""
-    parser = argparse.ArgumentParser(prog="python -m grpo_tools.data.mapping", description=main.__doc__)
+    """Command line: `python -m tasks.mapping --out data` regenerates the bundled files."""
+    parser = argparse.ArgumentParser(prog="python -m tasks.mapping", description=main.__doc__)
     parser.add_argument("--out", default="data", help="Directory to write the JSONL files into (default: data).")
     args = parser.parse_args(argv)
     for split, path in write_mapping_data(args.out).items():

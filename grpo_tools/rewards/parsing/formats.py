@@ -1,4 +1,4 @@
-"""One parser per tool-call format (the formats are listed in `grpo_tools.rewards.calls`, whose `PARSERS` registry
+"""One parser per tool-call format (the formats are listed in `grpo_tools.rewards.parsing`, whose `PARSERS` registry
 names them): each reads a completion's text into `(calls, errors)`."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import ast
 import re
 from typing import Any
 
-from grpo_tools.rewards.fastjson import orjson_reads_as_json
-from grpo_tools.rewards.toolcall import (
+from grpo_tools.rewards.parsing.fastjson import orjson_reads_as_json
+from grpo_tools.rewards.parsing.toolcall import (
     DECODER,
     MAX_CLOSE_CANDIDATES,
     NotALiteral,
@@ -26,7 +26,7 @@ from grpo_tools.rewards.toolcall import (
 )
 
 
-__all__: list[str] = []  # read through `grpo_tools.rewards.calls.PARSERS`
+__all__: list[str] = []  # read through `grpo_tools.rewards.parsing.PARSERS`
 
 _set_name, _set_arguments = ToolCall.name.__set__, ToolCall.arguments.__set__
 HERMES_OPEN, _HERMES_CLOSE = "<tool_call>", "</tool_call>"
@@ -37,7 +37,7 @@ _MISTRAL_NAME = re.compile(r"\s*([\w.\-]+)\s*(?:\[CALL_ID\][^\[]*)?\[ARGS\]")
 
 
 def well_formed_hermes_calls(text: str, unstripped: bool = False) -> tuple[ToolCall, ...] | None:
-    """The common case, read by orjson alone (see `grpo_tools.rewards.fastjson`): every block closed and holding exactly one
+    """The common case, read by orjson alone (see `fastjson`): every block closed and holding exactly one
     `{"name", "arguments": {...}}` object. None for anything else, which the full reader below takes (a `</tool_call>`
     inside a string value cuts its block short, so it lands there too; so does a text orjson would read otherwise
     than `json`; so, when `unstripped`, does reasoning, which `_strip_reasoning` finds only before the first block)."""

@@ -1,4 +1,4 @@
-"""Tests for grpo_tools.models.tiny: the offline tiny model builds, reloads from disk, and its chat template is trl-ready."""
+"""Tests for tasks.tiny_model: the offline tiny model builds, reloads from disk, and its chat template is trl-ready."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from grpo_tools.data.prompts import gold_message
-from grpo_tools.data.synthetic import BUNDLED_FILES, TOOLS
-from grpo_tools.models.tiny import SPECIAL_TOKENS, TOOL_TOKENS, build_tiny_model, main
+from tasks.synthetic import BUNDLED_FILES, TOOLS
+from tasks.tiny_model import SPECIAL_TOKENS, TOOL_TOKENS, build_tiny_model, main
 
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
@@ -262,7 +262,7 @@ def test_build_does_not_touch_the_global_torch_seed(tmp_path: Path, offline: Non
 
 
 def _workbench_row(task: str) -> dict[str, Any]:
-    from grpo_tools.tools.multiturn import BUNDLED_FILES as MULTI_TURN_FILES
+    from tasks.multiturn import BUNDLED_FILES as MULTI_TURN_FILES
 
     with (DATA_DIR / MULTI_TURN_FILES["train"]).open(encoding="utf-8") as handle:
         return next(row for row in map(json.loads, handle) if row["env"]["task"] == task)
@@ -346,8 +346,8 @@ def test_multi_turn_corpus_leaves_single_turn_segmentation_unchanged(tokenizer: 
     """The tokenizer also learns from multi-turn trajectories; every single-turn text still splits as it did."""
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    from grpo_tools.data.synthetic import BUNDLED_ROWS, BUNDLED_SEED, generate_rows
-    from grpo_tools.models.tiny import CHAT_TEMPLATE, build_tiny_tokenizer
+    from tasks.synthetic import BUNDLED_ROWS, BUNDLED_SEED, generate_rows
+    from tasks.tiny_model import CHAT_TEMPLATE, build_tiny_tokenizer
 
     single = generate_rows("train", BUNDLED_ROWS["train"], BUNDLED_SEED)
     texts = [
@@ -365,8 +365,8 @@ def test_multi_turn_words_are_single_tokens(tokenizer: Any, word: str) -> None:
 
 
 def test_bundled_multi_turn_trajectories_fit_the_short_context(tokenizer: Any) -> None:
-    from grpo_tools.tools.multiturn import BUNDLED_FILES as MULTI_TURN_FILES
     from grpo_tools.tools.trajectories import gold_trajectory
+    from tasks.multiturn import BUNDLED_FILES as MULTI_TURN_FILES
 
     tools = _workbench_tools()
     lengths = []

@@ -11,8 +11,8 @@ tools computed (so no answer can be given without reading the results):
 
 Rows are canonical multi-turn rows (`data/README.md`): `env` holds the environment's name, the task, the calendar and
 how the gold calls split into turns; `expected` the final answer. The eval split is held out by combination, as in
-`grpo_tools.data.synthetic`: a stable hash of each row's task, gold calls and calendar decides its split. Regenerate the
-bundled files with `python -m grpo_tools.tools.multiturn --out data`.
+`tasks.synthetic`: a stable hash of each row's task, gold calls and calendar decides its split. Regenerate the
+bundled files with `python -m tasks.multiturn --out data`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from grpo_tools.data.synthetic import call_split
 from grpo_tools.tools.environments import (
     UNITS,
     WEEKDAYS,
@@ -33,6 +32,7 @@ from grpo_tools.tools.environments import (
     evaluate_expression,
     format_number,
 )
+from tasks.synthetic import call_split
 
 
 __all__ = ["BUNDLED_FILES", "BUNDLED_ROWS", "TASKS", "generate_rows", "main", "write_bundled_data"]
@@ -250,14 +250,14 @@ def generate_rows(split: str, num_rows: int, seed: int = BUNDLED_SEED) -> list[d
 
 def write_bundled_data(out_dir: str | Path) -> dict[str, Path]:
     """Write the bundled multi-turn train and eval splits as JSONL into `out_dir`; return the path of each."""
-    from grpo_tools.data.synthetic import write_splits
+    from tasks.synthetic import write_splits
 
     return write_splits(out_dir, BUNDLED_FILES, lambda split: generate_rows(split, BUNDLED_ROWS[split], BUNDLED_SEED))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: `python -m grpo_tools.tools.multiturn --out data` regenerates the bundled multi-turn files."""
-    parser = argparse.ArgumentParser(prog="python -m grpo_tools.tools.multiturn", description=main.__doc__)
+    """Command line: `python -m tasks.multiturn --out data` regenerates the bundled multi-turn files."""
+    parser = argparse.ArgumentParser(prog="python -m tasks.multiturn", description=main.__doc__)
     parser.add_argument("--out", default="data", help="Directory to write the JSONL files into (default: data).")
     args = parser.parse_args(argv)
     for split, path in write_bundled_data(args.out).items():

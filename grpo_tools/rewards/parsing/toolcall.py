@@ -1,6 +1,6 @@
 """The records of a parsed completion (`ToolCall`, `ParseResult`) and reading call objects written as JSON or as
 Python literals (walking `ast` nodes for literals only: nothing a model wrote is ever evaluated). The parsers of
-`grpo_tools.rewards.formats` build on these; `grpo_tools.rewards.calls` is the entry point."""
+`grpo_tools.rewards.parsing.formats` build on these; `grpo_tools.rewards.parsing` is the entry point."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 multi-turn trajectories) rendered through the chat template, sets a Hermes/Qwen2.5-style template and a response
 template (for `tokenizer.parse_response`), and saves a randomly initialised Qwen2 model next to it. Nothing is downloaded; the whole build takes seconds on a CPU.
 
-    python -m grpo_tools.models.tiny --out outputs/tiny
+    python -m tasks.tiny_model --out outputs/tiny
 """
 
 from __future__ import annotations
@@ -155,10 +155,9 @@ def default_corpus() -> list[str]:
     """
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    from grpo_tools.data import synthetic
     from grpo_tools.data.prompts import gold_message
-    from grpo_tools.tools import multiturn
     from grpo_tools.tools.trajectories import gold_trajectory
+    from tasks import multiturn, synthetic
 
     conversations = [
         ([*row["messages"], gold_message(row)], row["tools"])
@@ -295,8 +294,8 @@ def build_tiny_model(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: `python -m grpo_tools.models.tiny --out DIR` builds the tiny model into DIR."""
-    parser = argparse.ArgumentParser(prog="python -m grpo_tools.models.tiny", description=main.__doc__)
+    """Command line: `python -m tasks.tiny_model --out DIR` builds the tiny model into DIR."""
+    parser = argparse.ArgumentParser(prog="python -m tasks.tiny_model", description=main.__doc__)
     parser.add_argument("--out", required=True, help="Directory to save the model and tokenizer into.")
     parser.add_argument("--seed", type=int, default=0, help="Seed for the random weights (default: 0).")
     parser.add_argument(

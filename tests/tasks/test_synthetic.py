@@ -1,4 +1,4 @@
-"""Tests for grpo_tools.data.synthetic: the bundled files are reproducible, canonical, and eval is held out by combination."""
+"""Tests for tasks.synthetic: the bundled files are reproducible, canonical, and eval is held out by combination."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from grpo_tools.data.synthetic import (
+from tasks.synthetic import (
     BUNDLED_FILES,
     BUNDLED_ROWS,
     CATEGORIES,

@@ -2,7 +2,7 @@
 
 docs/architecture.md ("Layers"): a module stays a size one reader holds in mind. Run by `make quality`:
 
-    .venv/bin/python tools/check_module_size.py [FOLDER ...]
+    .venv/bin/python scripts/check_module_size.py [FOLDER ...]
 """
 
 from __future__ import annotations

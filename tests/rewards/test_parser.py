@@ -1,5 +1,5 @@
-"""Tests for `grpo_tools.rewards.calls`: reading tool calls in every format, the quirks real models write, and the promise
-that no text, however malformed or large, makes the parser raise or hang."""
+"""Tests for `grpo_tools.rewards.parsing`: reading tool calls in every format, the quirks real models write, and the
+promise that no text, however malformed or large, makes the parser raise or hang."""
 
 import json
 import warnings
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grpo_tools.rewards.calls import PARSERS, ParseResult, ToolCall, parse_tool_calls
+from grpo_tools.rewards.parsing import PARSERS, ParseResult, ToolCall, parse_tool_calls
 
 
 WEATHER = ToolCall("get_weather", {"city": "Lyon", "unit": "celsius"})

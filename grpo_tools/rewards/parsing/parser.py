@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from grpo_tools.rewards.formats import (
+from grpo_tools.rewards.parsing.formats import (
     HERMES_OPEN,
     parse_hermes,
     parse_json,
@@ -30,7 +30,7 @@ from grpo_tools.rewards.formats import (
     parse_qwen3_coder,
     well_formed_hermes_calls,
 )
-from grpo_tools.rewards.toolcall import (
+from grpo_tools.rewards.parsing.toolcall import (
     Parsed,
     ParseResult,
     ToolCall,

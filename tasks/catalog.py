@@ -1,7 +1,7 @@
 """The five tools of the bundled synthetic task and the entity pools its requests draw from.
 
 `TOOLS` are OpenAI-format function tools with typed and enum arguments; the pools (cities, currencies, amounts,
-...) are what `grpo_tools.data.synthetic` fills its phrasings with, and `UNRELATED_REQUESTS` are requests no tool
+...) are what `tasks.synthetic` fills its phrasings with, and `UNRELATED_REQUESTS` are requests no tool
 serves (irrelevance rows).
 """
 

@@ -1,6 +1,6 @@
 """The BFCL task: training rows from BFCL's live categories, held-out rows from its non-live ones.
 
-`python -m grpo_tools.data.bfcl_task --tokenizer outputs/smollm2-135m --out outputs/bfcl-task` reads the question and
+`python -m tasks.bfcl --tokenizer outputs/smollm2-135m --out outputs/bfcl-task` reads the question and
 possible-answer files that the installed bfcl-eval wheel ships (Apache-2.0) and writes, deterministically:
 
 - `warmup.jsonl`, `train.jsonl`, `dev.jsonl`: disjoint splits of live_simple, live_multiple and live_irrelevance
@@ -266,9 +266,9 @@ def long_train_split(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m grpo_tools.data.bfcl_task --tokenizer MODEL --out FOLDER`; exit 2 with one message on bad input."""
+    """`python -m tasks.bfcl --tokenizer MODEL --out FOLDER`; exit 2 with one message on bad input."""
     parser = argparse.ArgumentParser(
-        prog="python -m grpo_tools.data.bfcl_task",
+        prog="python -m tasks.bfcl",
         description="Build the BFCL task from the installed bfcl-eval: warm-start, GRPO and dev splits from the live "
         "categories, held-out rows from the non-live ones.",
     )
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.long_train_tokens is not None and args.long_train_tokens < 1:
         parser.error(f"--long-train-tokens must be a positive number of tokens, got {args.long_train_tokens}")
-    from grpo_tools.data.prompts import load_tokenizer
+    from grpo_tools.models.loading import load_tokenizer
 
     try:
         tokenizer = load_tokenizer(args.tokenizer)

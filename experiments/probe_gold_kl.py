@@ -6,22 +6,18 @@ the adaptive rule holds near its target. This probe loads a finished run (the GR
 the reference, in RUN/warmup, as `make train` leaves them), samples completions for the first training prompts, and
 prints the mean per-token k3 of the samples and of the gold turns, with the largest single-token value of each:
 
-    .venv/bin/python benchmarks/probe_gold_kl.py [--run outputs/smollm2-grpo] [--rows 32] [--samples 3]
+    .venv/bin/python -m experiments.probe_gold_kl [--run outputs/smollm2-grpo] [--rows 32] [--samples 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_learning import REPO
-from common import quiet
+from benchmarks.bench_learning import REPO
+from benchmarks.common import quiet
 
 
 def _k3(model: Any, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:

@@ -11,7 +11,7 @@ What docs/findings.md ran on the BFCL task's GRPO split, from the recipe's warm 
 
     .venv/bin/grpo-tools eval --model RUN/warmup --data outputs/bfcl-task/train.jsonl --scorer bfcl \\
         --num-samples 8 --temperature 0.7 --max-new-tokens 96 --batch-size 40 --seed 0 --output-dir outputs/samples
-    .venv/bin/python benchmarks/in_reach.py outputs/bfcl-task/train.jsonl outputs/samples/base_samples.jsonl \\
+    .venv/bin/python -m experiments.in_reach outputs/bfcl-task/train.jsonl outputs/samples/base_samples.jsonl \\
         outputs/train_reach.jsonl --no-call-rows 5
 """
 
@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from restyle_names import read_rows
+from experiments.restyle_names import read_rows
 
 
 def samples_by_row(samples: Path, ids: set[str]) -> dict[str, list[str]]:

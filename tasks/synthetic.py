@@ -1,9 +1,9 @@
 """Deterministic synthetic tool-calling data: the bundled train and eval splits the tiny offline model learns from.
 
-Five tools with typed and enum arguments and entity pools (`grpo_tools.data.catalog`), a few phrasings each. Every row is canonical (see
+Five tools with typed and enum arguments and entity pools (`catalog`), a few phrasings each. Every row is canonical (see
 ``data/README.md``). The eval split is held out by *combination*: each call ``(tool, arguments)`` is assigned to one
 split by a stable hash, so no eval call occurs in train, while every entity on its own (a city, a currency, a unit) is
-still seen in training. Regenerate the bundled files with ``python -m grpo_tools.data.synthetic --out data``.
+still seen in training. Regenerate the bundled files with ``python -m tasks.synthetic --out data``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_tools.data.catalog import (
+from tasks.catalog import (
     AMOUNTS,
     CITIES,
     CURRENCIES,
@@ -379,8 +379,8 @@ def write_bundled_data(out_dir: str | Path) -> dict[str, Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: `python -m grpo_tools.data.synthetic --out data` regenerates the bundled files."""
-    parser = argparse.ArgumentParser(prog="python -m grpo_tools.data.synthetic", description=main.__doc__)
+    """Command line: `python -m tasks.synthetic --out data` regenerates the bundled files."""
+    parser = argparse.ArgumentParser(prog="python -m tasks.synthetic", description=main.__doc__)
     parser.add_argument("--out", default="data", help="Directory to write the JSONL files into (default: data).")
     args = parser.parse_args(argv)
     for split, path in write_bundled_data(args.out).items():

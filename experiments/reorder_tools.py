@@ -9,10 +9,10 @@ and makes the row's category the one BFCL gives a row with more than one functio
 without a list of tools, each with a function name, is refused with its file, row and field.
 What docs/findings.md ran on the BFCL task's splits:
 
-    .venv/bin/python benchmarks/reorder_tools.py outputs/bfcl-task/train.jsonl outputs/train_shuffle.jsonl
-    .venv/bin/python benchmarks/reorder_tools.py outputs/bfcl-task/train.jsonl outputs/train_distract.jsonl \\
+    .venv/bin/python -m experiments.reorder_tools outputs/bfcl-task/train.jsonl outputs/train_shuffle.jsonl
+    .venv/bin/python -m experiments.reorder_tools outputs/bfcl-task/train.jsonl outputs/train_distract.jsonl \\
         --distractor
-    .venv/bin/python benchmarks/reorder_tools.py outputs/bfcl-task/warmup.jsonl outputs/warmup_distract.jsonl \\
+    .venv/bin/python -m experiments.reorder_tools outputs/bfcl-task/warmup.jsonl outputs/warmup_distract.jsonl \\
         --distractor
 """
 
@@ -22,7 +22,7 @@ import json
 import random
 from typing import Any
 
-from restyle_names import offered_names, probe_parser, read_rows, rewrite_rows
+from experiments.restyle_names import offered_names, probe_parser, read_rows, rewrite_rows
 
 
 MORE_THAN_ONE = {"simple": "multiple", "parallel": "parallel_multiple"}  # BFCL's category once a row offers two

@@ -1,4 +1,4 @@
-"""The bundled mapping task (`grpo_tools.data.mapping`, what `make train-mapping` trains SmolLM2 on): the committed files are
+"""The bundled mapping task (`tasks.mapping`, what `make train-mapping` trains SmolLM2 on): the committed files are
 what the generator writes, and each split does the job data/README.md gives it: the warm start and GRPO see only
 literal requests, only the held-out split has mapped ones, a quarter of every split or more needs no call, and the
 held-out split shares no call and no phrasing with the others."""
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo_tools.data import mapping
-from grpo_tools.data.mapping import (
+from grpo_tools.data.prompts import load_rows
+from tasks import mapping
+from tasks.mapping import (
     CURRENCY_NAMES,
     CURRENCY_TEMPLATES,
     EVAL_REQUEST_TEMPLATES,
@@ -24,7 +25,6 @@ from grpo_tools.data.mapping import (
     generate_mapping_rows,
     write_mapping_data,
 )
-from grpo_tools.data.prompts import load_rows
 
 
 @pytest.fixture(scope="module")
