@@ -1,7 +1,7 @@
 """The tool-use reward model: parsing tool calls, tool schemas, matching calls against gold calls (BFCL's rules
 included) and the named rewards trl calls. It imports nothing else of grpo_tools.
 
-- `calls`: `ToolCall`, `parse_tool_calls(text, format="auto")` for every format in `PARSERS`.
+- `parsing`: the tool-call parser: `ToolCall`, `parse_tool_calls(text, format="auto")` for every format in `PARSERS`.
 - `schemas`: tool definitions (OpenAI, BFCL, xLAM) -> JSON Schema; argument validation.
 - `gold`: a row's gold reference (`make_gold`), `Verdict` and `ERROR_KINDS`.
 - `matching`: value comparison and the optimal pairing of predicted and gold calls; `bfcl`: BFCL's `ast_checker` rules.
