@@ -14,8 +14,9 @@ from typing import Any, Literal
 from trl import GRPOConfig, ScriptArguments
 from trl import ModelConfig as TrlModelConfig
 
-from grpo_tools.rewards import REWARDS
+from grpo_tools.training.errors import ConfigError
 from grpo_tools.training.kl import KL_CONTROLLERS
+from grpo_tools.training.reward_funcs import REWARD_FUNCS
 
 
 __all__ = [
@@ -140,10 +141,6 @@ class ModelConfig(TrlModelConfig):
     )
 
 
-class ConfigError(ValueError):
-    """A recipe or flag that cannot work; the message names the setting."""
-
-
 @dataclass
 class ToolGRPOConfig(GRPOConfig):
     """trl's GRPO settings, plus an adaptive KL coefficient and tool-use rewards chosen by name."""
@@ -216,21 +213,25 @@ class ToolGRPOConfig(GRPOConfig):
     reward_funcs: list[str] = field(
         default_factory=lambda: ["tool_format", "tool_exact", "tool_partial"],
         metadata={
-            "help": "Reward functions by registry name: " + ", ".join(REWARDS) + ". Weights: `reward_weights`. On "
-            "multi-turn rows each scores all the calls of a trajectory against the row's gold calls."
+            "help": "Reward functions by registry name (grpo_tools.training.reward_funcs): "
+            + "; ".join(f"{name}: {entry.description}" for name, entry in REWARD_FUNCS.items())
+            + ". Weights: `reward_weights`. On multi-turn rows each call reward scores all the calls of a trajectory, "
+            "and `outcome` and `extra_calls` are added with `outcome_reward_weight` and `extra_call_cost` unless named.",
+            "choices": list(REWARD_FUNCS),
         },
     )
     outcome_reward_weight: float = field(
         default=1.0,
         metadata={
             "help": "Multi-turn rows only: weight of the outcome reward (1 when the final answer matches the row's "
-            "`expected`), added to `reward_funcs`."
+            "`expected`), added to `reward_funcs` unless they name `outcome` (then its `reward_weights` entry weighs it)."
         },
     )
     extra_call_cost: float = field(
         default=0.1,
         metadata={
-            "help": "Multi-turn rows only: reward lost per tool call beyond the row's gold calls (0 turns it off)."
+            "help": "Multi-turn rows only: reward lost per tool call beyond the row's gold calls (0 turns it off); "
+            "the weight of `extra_calls`, added unless `reward_funcs` names it."
         },
     )
     tool_timeout: float = field(
@@ -253,9 +254,9 @@ class ToolGRPOConfig(GRPOConfig):
                 "bf16 on a CPU without avx512_bf16 or AMX is emulated: a forward and backward pass of SmolLM2-135M "
                 "took ten times longer than in float32 on such a CPU; set bf16: false"
             )
-        unknown = [name for name in self.reward_funcs if name not in REWARDS]
+        unknown = [name for name in self.reward_funcs if name not in REWARD_FUNCS]
         if unknown:
-            raise ConfigError(f"unknown reward_funcs {unknown}; choose from {', '.join(REWARDS)}")
+            raise ConfigError(f"unknown reward_funcs {unknown}; choose from {', '.join(REWARD_FUNCS)}")
         if self.reward_weights is not None and len(self.reward_weights) != len(self.reward_funcs):
             raise ConfigError(
                 f"reward_weights has {len(self.reward_weights)} values but reward_funcs names {len(self.reward_funcs)}"

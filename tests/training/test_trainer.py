@@ -347,9 +347,9 @@ def test_the_gold_turn_in_each_group_gets_trls_group_advantage(tiny_model_dir, s
 
 
 def test_gold_in_group_refuses_multi_turn_rows(tmp_path):
-    from grpo_tools.training.run import _build_trainer
+    from grpo_tools.training import build_trainer
 
     rows = [{"id": "m", "messages": [], "tools": [], "answers": [], "env": {"name": "workbench"}, "expected": 1}]
     args = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True, gold_in_group=True)
     with pytest.raises(ConfigError, match="gold_in_group needs single-turn rows"):
-        _build_trainer("unused", None, rows, args, model_args=ModelConfig())
+        build_trainer("unused", None, rows, args, model_args=ModelConfig())
