@@ -324,7 +324,7 @@ def run_sft(
         model_args, callbacks=[budget], num_train_epochs=1000, lr_scheduler_type="constant", warmup_steps=0,
         logging_steps=1,
     )  # fmt: skip
-    train_sft(trainer)
+    train_sft(trainer, training_args.cpu_fast_path)
     train_seconds = budget.step_seconds[-1] if budget.step_seconds else 0.0
     scores = held_out_scores(trainer.model, tokenizer, rows["eval"], script_args, training_args)
     epochs = budget.steps * script_args.warmup_sft_batch_size / len(rows["train"])

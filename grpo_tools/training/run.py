@@ -40,7 +40,8 @@ def _evaluate(model: Any, tokenizer: Any, rows: list[dict], script_args: Any, tr
     prompts, _ = row_prompts(tokenizer, rows)  # None where the template cannot render a row: scored as a failure
     generated = generate_completions_shared(model, tokenizer, [prompt for prompt in prompts if prompt is not None],
                                             script_args.eval_batch_size, max_new_tokens,
-                                            not training_args.disable_tqdm, f"{label}: generating")  # fmt: skip
+                                            not training_args.disable_tqdm, f"{label}: generating",
+                                            cpu_fast_path=training_args.cpu_fast_path)  # fmt: skip
     completions = spread_completions(generated, prompts, num_samples=1)
     if not PartialState().is_main_process:
         return None

@@ -74,11 +74,9 @@ class ToolGRPOTrainer(GRPOHooks):
         config = self.args
         self.cpu_fast_path = fastpath.enabled(getattr(config, "cpu_fast_path", "auto"), self.accelerator.device)
         if self.cpu_fast_path:
-            from grpo_tools.evaluation.generation import contiguous_head_input
-
             for model in (self.model, self.ref_model):
                 if model is not None:
-                    contiguous_head_input(model)  # the hidden states of the last positions, as one matrix product
+                    fastpath.contiguous_head_input(model)  # the last positions' hidden states, as one matrix product
         self.kl_controller: AdaptiveKLController | None = None
         if getattr(config, "adaptive_kl", False):
             self.kl_controller = AdaptiveKLController(

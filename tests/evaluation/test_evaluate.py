@@ -70,7 +70,8 @@ def test_generation_takes_the_lm_head_speed_up_only_with_the_fast_path(cpu_fast_
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     seen = []
-    model.get_output_embeddings().register_forward_pre_hook(lambda _, args: seen.append(args[0].is_contiguous()))
+    # A forward hook sees the input the layer ran on, after any pre-hook made it contiguous.
+    model.get_output_embeddings().register_forward_hook(lambda _, args, out: seen.append(args[0].is_contiguous()))
     generate_completions(model, tokenizer, ["Weather in Lyon?", "Hi"], max_new_tokens=2, progress=False,
                          cpu_fast_path=cpu_fast_path)  # fmt: skip
     assert all(seen) is contiguous and seen
