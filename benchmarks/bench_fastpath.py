@@ -41,8 +41,8 @@ def build_trainers(recipe: Path, output_dir: str, steps: int, gold: bool) -> dic
     from trl import GRPOConfig, GRPOTrainer, TrlParser, get_peft_config
 
     from grpo_tools.data.prompts import load_rows
+    from grpo_tools.training import build_trainer
     from grpo_tools.training.configs import ModelConfig, ToolGRPOConfig, ToolScriptArguments, model_init_kwargs
-    from grpo_tools.training.run import _build_trainer
 
     overrides = ["--max_steps", str(steps), "--output_dir", f"{output_dir}/tool_grpo", "--disable_tqdm", "true"]
     overrides += ["--gold_in_group", str(gold).lower()]
@@ -52,7 +52,7 @@ def build_trainers(recipe: Path, output_dir: str, steps: int, gold: bool) -> dic
     ours.model_init_kwargs = model_init_kwargs(ours, model_args)
     tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
     rows = load_rows(script_args.dataset_name, script_args.max_train_rows)
-    trainers = {"tool_grpo": _build_trainer(model_args.model_name_or_path, tokenizer, rows, ours, model_args)}
+    trainers = {"tool_grpo": build_trainer(model_args.model_name_or_path, tokenizer, rows, ours, model_args)}
 
     grpo_fields = {field.name for field in dataclasses.fields(GRPOConfig) if field.init}
     recipe_settings = yaml.safe_load(recipe.read_text())

@@ -246,36 +246,21 @@ def run_arm(
     if arm == "sft":
         return run_sft(recipe, overrides, warm_dir, seed, seconds or 0.0, work_dir, rows)
     from transformers import AutoTokenizer
-    from trl import get_peft_config
 
     from benchmarks.common import without_printer
-    from grpo_tools.data.prompts import prompt_dataset
-    from grpo_tools.rewards import get_reward_funcs
-    from grpo_tools.training.configs import model_init_kwargs
-    from grpo_tools.training.trainer import ToolGRPOTrainer
+    from grpo_tools.training import build_trainer
 
     beta = parse_recipe(recipe, overrides)[1].beta
     arm_overrides = [*overrides, *ARMS[arm](beta), "--seed", str(seed), "--model_name_or_path", warm_dir]
     arm_overrides += ["--output_dir", str(work_dir / f"{arm}-seed{seed}"), "--save_strategy", "no"]
     arm_overrides += ["--logging_steps", "1", "--disable_tqdm", "true", "--warmup_sft_epochs", "0"]
     script_args, training_args, model_args = parse_recipe(recipe, arm_overrides)
-    if training_args.model_init_kwargs is None:
-        training_args.model_init_kwargs = model_init_kwargs(training_args, model_args)  # as `grpo-tools train`
     tokenizer = AutoTokenizer.from_pretrained(warm_dir)
     callback = _eval_callback(
         tokenizer, rows["eval"], script_args, training_args, eval_every, f"{arm:<11} seed {seed}"
     )
-    trainer = without_printer(
-        ToolGRPOTrainer(
-            model=warm_dir,
-            reward_funcs=get_reward_funcs(training_args.reward_funcs),
-            args=training_args,
-            train_dataset=prompt_dataset(rows["train"], tokenizer, with_gold=training_args.gold_in_group),
-            processing_class=tokenizer,
-            peft_config=get_peft_config(model_args),
-            callbacks=[callback],
-        )
-    )
+    # The trainer `grpo-tools train` builds; the held-out callback prints this benchmark's own lines.
+    trainer = without_printer(build_trainer(warm_dir, tokenizer, rows["train"], training_args, model_args, [callback]))
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "reward" in entry]
     return {
@@ -335,7 +320,7 @@ def run_sft(
         model_args, callbacks=[budget], num_train_epochs=1000, lr_scheduler_type="constant", warmup_steps=0,
         logging_steps=1,
     )  # fmt: skip
-    train_sft(trainer)
+    train_sft(trainer, training_args.cpu_fast_path)
     train_seconds = budget.step_seconds[-1] if budget.step_seconds else 0.0
     scores = held_out_scores(trainer.model, tokenizer, rows["eval"], script_args, training_args)
     epochs = budget.steps * script_args.warmup_sft_batch_size / len(rows["train"])

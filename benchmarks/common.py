@@ -145,10 +145,14 @@ def tool_reward_funcs() -> list[Any]:
 
 
 def without_printer(trainer: Any) -> Any:
-    """Drop the callback that prints every log dict (transformers adds it when the progress bar is off)."""
+    """Drop the callback that prints every log dict (transformers adds it when the progress bar is off), or the
+    compact one that replaces it in the trainer `build_trainer` builds."""
     from transformers.trainer_callback import PrinterCallback
 
+    from grpo_tools.training.progress import CompactPrinterCallback
+
     trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(CompactPrinterCallback)
     return trainer
 
 

@@ -515,3 +515,29 @@ def test_the_sft_arm_stops_at_the_first_step_past_its_seconds(tiny_model_dir, ca
     assert result["arm"] == "sft" and result["steps"] == 1 and result["epochs"] == pytest.approx(0.25)
     (point,) = result["held_out"]
     assert set(point["by_category"]) == {"simple", "irrelevance"} and point["calls"] is not None
+
+
+def test_learning_runs_train_the_trainer_grpo_tools_train_builds(tiny_model_dir, monkeypatch, tmp_path):
+    """A bench run trains what `grpo_tools.training.build_trainer` builds from the parsed recipe, as `grpo-tools
+    train` does (the multi-turn branch included), not a copy of its set-up: the rows, the warm start and the
+    held-out callback reach it."""
+    import grpo_tools.training.run as run_module
+    from grpo_tools.data.prompts import load_rows
+
+    class Built(Exception):
+        """Stops the run once the trainer would be built."""
+
+    calls = []
+
+    def recording(model_path, tokenizer, train_rows, training_args, model_args, callbacks=None):
+        calls.append({"model": model_path, "rows": train_rows, "seed": training_args.seed, "callbacks": callbacks})
+        raise Built
+
+    monkeypatch.setattr(run_module, "build_trainer", recording)
+    learning = learning_module()
+    rows = {"train": load_rows("data/tool_calls_train.jsonl", 8), "eval": load_rows("data/tool_calls_eval.jsonl", 4)}
+    with pytest.raises(Built):
+        learning.run_arm(str(learning.RECIPE), ["--max_steps", "1"], tiny_model_dir, "adaptive", 3, 1, tmp_path, rows)
+    [call] = calls
+    assert call["model"] == tiny_model_dir and call["rows"] is rows["train"] and call["seed"] == 3
+    assert len(call["callbacks"]) == 1  # the held-out evaluation

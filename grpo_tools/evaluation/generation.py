@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from grpo_tools import fastpath
 from grpo_tools.data.prompts import RenderFailure, render_row
 
 
 __all__ = [
-    "contiguous_head_input",
     "generate_completions",
     "generate_completions_shared",
     "row_prompts",
@@ -77,38 +77,6 @@ def vllm_completions(
     return results
 
 
-def contiguous_head_input(model: Any) -> Any:
-    """Make the input of `model`'s output layer (its LM head) contiguous before it runs; returns the hook's handle
-    (`handle.remove()` takes it off), or None where the model has no output layer or already has this hook.
-
-    transformers keeps the last positions' hidden states as a slice (`logits_to_keep`: the last position in every
-    prefill of `generate`, the completions in a GRPO pass), and for a strided 3-D input `torch.nn.functional.linear`
-    falls back to a batched matmul that first copies the LM head's weight once per row (for SmolLM2, 576 x 49,152
-    values a row). Copying the slice (a few rows of hidden states) instead lets it run as one matrix product; the
-    values are the same products."""
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if head is None or getattr(head, "_grpo_tools_contiguous_input", False):
-        return None
-    handle = head.register_forward_pre_hook(_contiguous_first_input)
-    head._grpo_tools_contiguous_input = True
-    return _Removal(head, handle)
-
-
-def _contiguous_first_input(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
-    return (args[0].contiguous(), *args[1:]) if args and hasattr(args[0], "contiguous") else args
-
-
-class _Removal:
-    """The hook's handle; removing it also clears the layer's mark, so the hook can be added again later."""
-
-    def __init__(self, head: Any, handle: Any) -> None:
-        self.head, self.handle = head, handle
-
-    def remove(self) -> None:
-        self.handle.remove()
-        self.head._grpo_tools_contiguous_input = False
-
-
 def generate_completions(
     model: Any,
     tokenizer: Any,
@@ -120,9 +88,11 @@ def generate_completions(
     num_samples: int = 1,
     temperature: float = 0.0,
     top_p: float = 1.0,
+    cpu_fast_path: str = "auto",
 ) -> list[str]:
     """Completions for text prompts in batches (left-padded), decoded without special tokens: greedy when
     `temperature` is 0, else `num_samples` sampled completions per prompt, grouped by prompt, in the prompts' order.
+    Where `cpu_fast_path` runs the fast path (`fastpath.enabled`), the LM head takes its input contiguous.
 
     Batches are drawn longest prompt first, so each holds prompts of similar length and pads little: the prefill
     computes every padding position, and the completions are the same whatever the batches."""
@@ -143,7 +113,7 @@ def generate_completions(
     drawn: list[str] = []  # num_samples per prompt, in `order`
     was_training = model.training
     model.eval()
-    hook = contiguous_head_input(model)
+    hook = fastpath.contiguous_head_input(model) if fastpath.enabled(cpu_fast_path, model.device) else None
     try:
         with torch.no_grad():
             for start in tqdm(range(0, len(prompts), batch_size), desc=description, disable=not progress or None):
@@ -181,6 +151,7 @@ def generate_completions_shared(
     max_new_tokens: int = 128,
     progress: bool = True,
     description: str = "generating",
+    cpu_fast_path: str = "auto",
 ) -> list[str]:
     """Greedy completions of `prompts`, as `generate_completions` gives them, with the prompts shared out between the
     processes of a distributed run (torchrun, `accelerate launch`): each generates its share and every process gets
@@ -193,7 +164,9 @@ def generate_completions_shared(
 
     state = PartialState()
     if state.num_processes == 1 or not prompts:
-        return generate_completions(model, tokenizer, prompts, batch_size, max_new_tokens, progress, description)
+        return generate_completions(
+            model, tokenizer, prompts, batch_size, max_new_tokens, progress, description, cpu_fast_path=cpu_fast_path
+        )
     with state.split_between_processes(list(range(len(prompts))), apply_padding=True) as share:
         texts = generate_completions(
             model,
@@ -203,6 +176,7 @@ def generate_completions_shared(
             max_new_tokens,
             progress and state.is_main_process,
             description,
+            cpu_fast_path=cpu_fast_path,
         )
     completions = dict(gather_object(list(zip(share, texts, strict=True))))  # the padding repeats the last prompt
     return [completions[index] for index in range(len(prompts))]

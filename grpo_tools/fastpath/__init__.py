@@ -6,7 +6,12 @@
 - `logprobs`: log-probabilities from the LM head over completion positions only, a group's prompt run once, logits
   scored in pieces;
 - `prefix`: the prefix-sharing step the two above use;
-- `allocator`: glibc's allocator set to keep freed memory.
+- `allocator`: glibc's allocator set to keep freed memory;
+- `head`: the LM head's input made contiguous (`contiguous_head_input`), for sampling, log-probabilities and
+  evaluation's generation.
+
+The warm start's projection of only the labelled positions onto the vocabulary is decided here too (`enabled`) but
+switched inside trl, so it sits with trl's other private names (`training.trl_compat.labelled_positions_only_on_cpu`).
 
 `ToolGRPOTrainer` turns it on with `ToolGRPOConfig.cpu_fast_path` (`auto`: on the CPU) where `unsupported_reason`
 finds nothing against it. Each piece gives the values of the path it replaces, up to float rounding, and is tested
@@ -18,9 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from grpo_tools.fastpath.allocator import keep_freed_memory
+from grpo_tools.fastpath.head import contiguous_head_input
 
 
-__all__ = ["enabled", "keep_freed_memory", "unsupported_reason"]
+__all__ = ["contiguous_head_input", "enabled", "keep_freed_memory", "unsupported_reason"]
 
 
 def unsupported_reason(device: Any) -> str | None:

@@ -14,9 +14,9 @@ from typing import Any, Literal
 from trl import GRPOConfig, ScriptArguments
 from trl import ModelConfig as TrlModelConfig
 
-from grpo_tools.rewards import REWARDS
-from grpo_tools.training.advantages import GOLD_BASELINES
+from grpo_tools.training.errors import ConfigError
 from grpo_tools.training.kl import KL_CONTROLLERS
+from grpo_tools.training.reward_funcs import REWARD_FUNCS
 
 
 __all__ = [
@@ -141,10 +141,6 @@ class ModelConfig(TrlModelConfig):
     )
 
 
-class ConfigError(ValueError):
-    """A recipe or flag that cannot work; the message names the setting."""
-
-
 @dataclass
 class ToolGRPOConfig(GRPOConfig):
     """trl's GRPO settings, plus an adaptive KL coefficient and tool-use rewards chosen by name."""
@@ -194,24 +190,8 @@ class ToolGRPOConfig(GRPOConfig):
         metadata={
             "help": "Run the reference pass and the policy's forward and backward passes only on completions whose "
             "group's rewards differ (the others have advantage 0 and add only their KL term; the measured KL is then "
-            "theirs); logged as `frac_completions_trained`. Needs `steps_per_generation` 1."
-        },
-    )
-    kl_only_tokens: int = field(
-        default=0,
-        metadata={
-            "help": "The first N tokens of each completion take advantage 0, so only the KL term acts on them directly "
-            "(the weights that other tokens train still move them). With 1 on a Hermes template, that is the "
-            "call-or-not decision: `<` of `<tool_call>` or the first word of a reply."
-        },
-    )
-    negative_advantage_scale: float = field(
-        default=1.0,
-        metadata={
-            "help": "Negative advantages are multiplied by this (0 to 1) before the loss: below 1, completions worse "
-            "than their group's baseline are pushed down less than better ones are pulled up (close to Arnal et al.'s "
-            "2025 argument that off-policy updates should weight positive rewards above negative ones; they lower the "
-            "baseline instead); 0 trains on the better completions alone. 1 is GRPO as it is."
+            "theirs); logged as `frac_completions_trained`. The filter of DAPO's dynamic sampling (Yu et al., 2025), "
+            "without its resampling. Needs `steps_per_generation` 1."
         },
     )
     gold_in_group: bool = field(
@@ -220,15 +200,6 @@ class ToolGRPOConfig(GRPOConfig):
             "help": "Single-turn rows only: the last completion of each group is the row's gold turn instead of a "
             "sample, so that every group holds one right answer to compare the samples with (off-policy guidance, "
             "as in LUFFY, Yan et al., 2025)."
-        },
-    )
-    gold_baseline: Literal["group", "samples"] = field(
-        default="group",
-        metadata={
-            "help": "With `gold_in_group`, what each completion's advantage is measured against: `group`, the mean "
-            "reward of the whole group, gold turn included (trl's GRPO as it is); `samples`, the mean reward of the "
-            "group's samples alone, so that the samples' advantages sum to zero and the gold turn's is its margin "
-            "over them (grpo_tools.training.advantages)."
         },
     )
     cpu_fast_path: Literal["auto", "on", "off"] = field(
@@ -242,21 +213,25 @@ class ToolGRPOConfig(GRPOConfig):
     reward_funcs: list[str] = field(
         default_factory=lambda: ["tool_format", "tool_exact", "tool_partial"],
         metadata={
-            "help": "Reward functions by registry name: " + ", ".join(REWARDS) + ". Weights: `reward_weights`. On "
-            "multi-turn rows each scores all the calls of a trajectory against the row's gold calls."
+            "help": "Reward functions by registry name (grpo_tools.training.reward_funcs): "
+            + "; ".join(f"{name}: {entry.description}" for name, entry in REWARD_FUNCS.items())
+            + ". Weights: `reward_weights`. On multi-turn rows each call reward scores all the calls of a trajectory, "
+            "and `outcome` and `extra_calls` are added with `outcome_reward_weight` and `extra_call_cost` unless named.",
+            "choices": list(REWARD_FUNCS),
         },
     )
     outcome_reward_weight: float = field(
         default=1.0,
         metadata={
             "help": "Multi-turn rows only: weight of the outcome reward (1 when the final answer matches the row's "
-            "`expected`), added to `reward_funcs`."
+            "`expected`), added to `reward_funcs` unless they name `outcome` (then its `reward_weights` entry weighs it)."
         },
     )
     extra_call_cost: float = field(
         default=0.1,
         metadata={
-            "help": "Multi-turn rows only: reward lost per tool call beyond the row's gold calls (0 turns it off)."
+            "help": "Multi-turn rows only: reward lost per tool call beyond the row's gold calls (0 turns it off); "
+            "the weight of `extra_calls`, added unless `reward_funcs` names it."
         },
     )
     tool_timeout: float = field(
@@ -279,9 +254,9 @@ class ToolGRPOConfig(GRPOConfig):
                 "bf16 on a CPU without avx512_bf16 or AMX is emulated: a forward and backward pass of SmolLM2-135M "
                 "took ten times longer than in float32 on such a CPU; set bf16: false"
             )
-        unknown = [name for name in self.reward_funcs if name not in REWARDS]
+        unknown = [name for name in self.reward_funcs if name not in REWARD_FUNCS]
         if unknown:
-            raise ConfigError(f"unknown reward_funcs {unknown}; choose from {', '.join(REWARDS)}")
+            raise ConfigError(f"unknown reward_funcs {unknown}; choose from {', '.join(REWARD_FUNCS)}")
         if self.reward_weights is not None and len(self.reward_weights) != len(self.reward_funcs):
             raise ConfigError(
                 f"reward_weights has {len(self.reward_weights)} values but reward_funcs names {len(self.reward_funcs)}"
@@ -300,8 +275,6 @@ class ToolGRPOConfig(GRPOConfig):
                 "gradient_accumulation_steps)"
             )
         self._check_combinations()
-        if self.kl_only_tokens < 0:
-            raise ConfigError(f"kl_only_tokens must be >= 0, got {self.kl_only_tokens}")
         if self.kl_controller not in KL_CONTROLLERS:
             raise ConfigError(f"kl_controller must be one of {', '.join(KL_CONTROLLERS)}, got {self.kl_controller!r}")
         if self.beta < 0:
@@ -322,12 +295,6 @@ class ToolGRPOConfig(GRPOConfig):
     def _check_combinations(self) -> None:
         """Settings that cannot work together, refused here so that the Python API refuses them too. (Multi-turn
         rows are known from the data: `gold_in_group` with them is refused by the trainer and by `grpo-tools train`.)"""
-        if self.gold_baseline not in GOLD_BASELINES:
-            raise ConfigError(f"gold_baseline must be group or samples, got {self.gold_baseline!r}")
-        if self.gold_baseline != "group" and not self.gold_in_group:
-            raise ConfigError("gold_baseline: samples needs gold_in_group: true (without gold turns there is no gold)")
-        if not 0.0 <= self.negative_advantage_scale <= 1.0:
-            raise ConfigError(f"negative_advantage_scale must be in [0, 1], got {self.negative_advantage_scale}")
         if self.cpu_fast_path not in ("auto", "on", "off"):
             raise ConfigError(f"cpu_fast_path must be auto, on or off, got {self.cpu_fast_path!r}")
         if self.cpu_fast_path == "on" and not (self.use_cpu or not _cuda_available()):

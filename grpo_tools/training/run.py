@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from grpo_tools.data.prompts import load_rows, prompt_dataset
-from grpo_tools.rewards import get_reward_funcs
 from grpo_tools.tools.environments import is_multi_turn, make_environment_factory
-from grpo_tools.tools.trajectories import extra_calls_reward, multi_turn_dataset, outcome_reward, trajectory_reward
+from grpo_tools.tools.trajectories import multi_turn_dataset
 from grpo_tools.training.configs import ConfigError, check_rows_fill_a_step, model_init_kwargs, tokenizer_kwargs
+from grpo_tools.training.reward_funcs import training_rewards
 
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,8 @@ def _evaluate(model: Any, tokenizer: Any, rows: list[dict], script_args: Any, tr
     prompts, _ = row_prompts(tokenizer, rows)  # None where the template cannot render a row: scored as a failure
     generated = generate_completions_shared(model, tokenizer, [prompt for prompt in prompts if prompt is not None],
                                             script_args.eval_batch_size, max_new_tokens,
-                                            not training_args.disable_tqdm, f"{label}: generating")  # fmt: skip
+                                            not training_args.disable_tqdm, f"{label}: generating",
+                                            cpu_fast_path=training_args.cpu_fast_path)  # fmt: skip
     completions = spread_completions(generated, prompts, num_samples=1)
     if not PartialState().is_main_process:
         return None
@@ -184,6 +185,7 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
 
     # Data
     train_rows, eval_rows = _load_data(script_args, training_args)
+    training_rewards(training_args, is_multi_turn(train_rows))  # a reward these rows cannot feed stops here
 
     # Model, warm-started on the gold answers when the recipe asks
     tokenizer = _load_tokenizer(training_args, model_args)
@@ -194,7 +196,7 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
     )
 
     # Trainer: a fresh LoRA adapter is the identity, so evaluating before training measures the starting model
-    trainer = _build_trainer(model_path, tokenizer, train_rows, training_args, model_args)
+    trainer = build_trainer(model_path, tokenizer, train_rows, training_args, model_args)
     evaluate = _evaluator(trainer, tokenizer, eval_rows, script_args, training_args)
     before = evaluate(trainer.model, "before")
 
@@ -248,12 +250,12 @@ def _load_tokenizer(training_args: Any, model_args: Any) -> Any:
     return tokenizer
 
 
-def _build_trainer(
-    model_path: str, tokenizer: Any, train_rows: list[dict], training_args: Any, model_args: Any
+def build_trainer(
+    model_path: str, tokenizer: Any, train_rows: list[dict], training_args: Any, model_args: Any, callbacks: Any = None
 ) -> Any:
-    """`ToolGRPOTrainer` with the recipe's rewards. Multi-turn rows (`env`, `expected`): trl executes the
-    environment's tools during rollouts; the call rewards score every call of a trajectory, and the outcome and the
-    extra-call cost join them with their own weights."""
+    """`ToolGRPOTrainer` as `grpo-tools train` builds it from parsed arguments: the recipe's model settings and
+    rewards (`reward_funcs.training_rewards`), prompts rendered with each row's tools; for multi-turn rows (`env`),
+    trl runs the environment's tools during rollouts."""
     from trl import get_peft_config
 
     from grpo_tools.training.progress import use_compact_progress
@@ -265,12 +267,11 @@ def _build_trainer(
         **(training_args.model_init_kwargs or {}),
     }
     multi_turn = is_multi_turn(train_rows)
-    reward_funcs = get_reward_funcs(training_args.reward_funcs)
+    reward_funcs, added_rewards = training_rewards(training_args, multi_turn)
     rollouts: dict[str, Any] = {}
     if multi_turn:
         if training_args.gold_in_group:
             raise ConfigError("gold_in_group needs single-turn rows; these are multi-turn (they have `env`)")
-        reward_funcs = [trajectory_reward(function) for function in reward_funcs]
         rollouts["environment_factory"] = make_environment_factory(train_rows, training_args.tool_timeout)
         train_dataset = multi_turn_dataset(train_rows)
     else:
@@ -282,12 +283,12 @@ def _build_trainer(
         train_dataset=train_dataset,
         processing_class=tokenizer,
         peft_config=get_peft_config(model_args),
+        callbacks=callbacks,
         **rollouts,
     )
     use_compact_progress(trainer)  # one line per logging step in the terminal, not trl's dict of every metric
-    if multi_turn:
-        trainer.add_reward_func(outcome_reward, training_args.outcome_reward_weight)
-        trainer.add_reward_func(extra_calls_reward, training_args.extra_call_cost)
+    for function, weight in added_rewards:
+        trainer.add_reward_func(function, weight)
     return trainer
 
 

@@ -10,13 +10,11 @@ disabled as the reference, accelerate / DeepSpeed / FSDP). What this adds:
   `TrainingDivergedError` before anything more is saved, so the last checkpoint stays intact;
 - tool metrics (`_log_tool_metrics`): with `environment_factory` (multi-turn tool use), `tools/calls_per_rollout`,
   `tools/turns`, `tools/failure_rate` and `tools/failures/<kind>` for each of `environments.FAILURE_KINDS`;
-- gold turns (`gold_in_group`, `_with_gold`): the last completion of each group is the row's gold turn, and with
-  `gold_baseline: samples` (`_gold_advantages`) advantages are measured against the mean of the group's samples;
+- gold turns (`gold_in_group`, `_with_gold`): the last completion of each group is the row's gold turn;
 - zero-variance filtering (`skip_zero_std_groups`, `_keep_informative`): the reference pass and the policy's forward
   and backward passes run only on groups whose rewards differ, as DAPO's dynamic sampling filters (Yu et al., 2025),
   without its resampling;
-- `kl_only_tokens`, `negative_advantage_scale` (negative advantages scaled before the loss) and `add_reward_func`
-  (rewards weighted outside `reward_funcs`).
+- `add_reward_func` (rewards weighted outside `reward_funcs`).
 On the CPU, sampling and log-probabilities go through `grpo_tools.fastpath` (`cpu_fast_path`); off, trl's own path
 runs. trl's private names are reached through `trl_compat` alone.
 """
@@ -33,7 +31,6 @@ from typing import Any
 import torch
 
 from grpo_tools import fastpath
-from grpo_tools.training.advantages import samples_baseline_advantages
 from grpo_tools.training.configs import ConfigError
 from grpo_tools.training.kl import AdaptiveKLController
 from grpo_tools.training.trl_compat import GRPOHooks, TurnInputs, check_trl_version
@@ -77,11 +74,9 @@ class ToolGRPOTrainer(GRPOHooks):
         config = self.args
         self.cpu_fast_path = fastpath.enabled(getattr(config, "cpu_fast_path", "auto"), self.accelerator.device)
         if self.cpu_fast_path:
-            from grpo_tools.evaluation.generation import contiguous_head_input
-
             for model in (self.model, self.ref_model):
                 if model is not None:
-                    contiguous_head_input(model)  # the hidden states of the last positions, as one matrix product
+                    fastpath.contiguous_head_input(model)  # the last positions' hidden states, as one matrix product
         self.kl_controller: AdaptiveKLController | None = None
         if getattr(config, "adaptive_kl", False):
             self.kl_controller = AdaptiveKLController(
@@ -101,22 +96,8 @@ class ToolGRPOTrainer(GRPOHooks):
         # With `gold_in_group`: the gold turn of each row of the batch being generated, in trl's order.
         self._gold_texts: list[str | None] | None = None
 
-    # Loss: negative advantages scaled, the first tokens left to the KL term, the divergence guard, adaptive KL.
+    # Loss: the divergence guard, adaptive KL.
     def policy_loss(self, model: torch.nn.Module, inputs: dict[str, Any]) -> torch.Tensor:
-        held = getattr(self.args, "kl_only_tokens", 0)
-        negative_scale = getattr(self.args, "negative_advantage_scale", 1.0)
-        if negative_scale != 1.0:
-            advantages = inputs["advantages"]
-            advantages = torch.where(advantages < 0, advantages * negative_scale, advantages)
-            inputs = {**inputs, "advantages": advantages}
-        if held > 0:
-            # trl takes (B, T) advantages as they are; zero ones leave a token only its KL term.
-            advantages = inputs["advantages"]
-            if advantages.dim() == 1:
-                advantages = advantages.unsqueeze(1).expand_as(inputs["completion_ids"])
-            advantages = advantages.clone()
-            advantages[:, :held] = 0.0
-            inputs = {**inputs, "advantages": advantages}
         loss = super().policy_loss(model, inputs)
         losses = self.accelerator.gather(loss.detach().float().reshape(1))  # (processes,): all stop, or none waits
         if not torch.isfinite(losses).all():
@@ -222,31 +203,17 @@ class ToolGRPOTrainer(GRPOHooks):
         gold = getattr(self.args, "gold_in_group", False)
         self._gold_texts = [row.get("gold_completion") for row in inputs] if gold else None
         if not (self.model.training and getattr(self.args, "skip_zero_std_groups", False)):
-            return self._gold_advantages(super().generate_and_score(inputs))
+            return super().generate_and_score(inputs)
         # trl skips its reference pass when beta is 0: run it below, on the rows kept, instead of on every row.
         beta, self.beta = self.beta, 0.0
         try:
             output = super().generate_and_score(inputs)
         finally:
             self.beta = beta
-        output = self._keep_informative(self._gold_advantages(output))
+        output = self._keep_informative(output)
         if beta != 0.0:
             output["ref_per_token_logps"] = self._reference_logps(output)  # (B', T)
         return output
-
-    def _gold_advantages(self, output: dict[str, Any]) -> dict[str, Any]:
-        """With `gold_baseline: samples`, this process's advantages measured against the mean of each group's samples
-        rather than of the whole group (`advantages.samples_baseline_advantages`)."""
-        if not (self._gold_texts and self.model.training and self.args.gold_baseline == "samples"):
-            return output
-        local_rows = len(self._gold_texts)
-        local_gold = self._gold_slots(self._gold_texts, self.num_generations)
-        gold = self.accelerator.gather(torch.tensor(local_gold, device=self.accelerator.device))  # (B x processes,)
-        rewards = self._last_weighted_rewards.sum(dim=1)  # (B x processes,)
-        advantages = samples_baseline_advantages(rewards, gold.to(rewards.device), self.num_generations,
-                                                 self.args.scale_rewards)  # fmt: skip
-        start = self.accelerator.process_index * local_rows
-        return {**output, "advantages": advantages[start : start + local_rows].to(output["advantages"].device)}
 
     def _keep_informative(self, output: dict[str, Any]) -> dict[str, Any]:
         """`output` restricted to this process's rows whose group's weighted rewards are not all equal; all of them

@@ -59,27 +59,22 @@ def test_batches_drawn_by_length_return_completions_in_the_prompts_order(tiny_mo
     assert generate_completions(model, tokenizer, [], progress=False) == []
 
 
-def test_the_lm_head_gets_its_input_contiguous_and_the_same_logits(tiny_model_dir):
-    import torch
-    from transformers import AutoModelForCausalLM
+@pytest.mark.parametrize(("cpu_fast_path", "contiguous"), [("auto", True), ("off", False)])
+def test_generation_takes_the_lm_head_speed_up_only_with_the_fast_path(cpu_fast_path, contiguous, tiny_model_dir):
+    """`contiguous_head_input` is a CPU speed trick of `grpo_tools.fastpath`: with `cpu_fast_path: off` generation
+    runs as transformers does (the prefill's last positions reach the LM head as a strided slice)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from grpo_tools.evaluation.generation import contiguous_head_input
+    from grpo_tools.evaluation.generation import generate_completions
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    head = model.get_output_embeddings()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     seen = []
-    ids = torch.randint(3, model.config.vocab_size, (3, 7))  # (3, 7)
-    with torch.no_grad():
-        plain = model(ids, logits_to_keep=1).logits  # (3, 1, V): the last position, a strided slice
-        handle = contiguous_head_input(model)
-        assert contiguous_head_input(model) is None  # once is enough
-        head.register_forward_pre_hook(lambda _, args: seen.append(args[0].is_contiguous()))
-        hooked = model(ids, logits_to_keep=1).logits  # (3, 1, V)
-        handle.remove()
-        model(ids, logits_to_keep=1)
-    assert seen == [True, False]  # contiguous with the hook, a strided slice again once it is removed
-    torch.testing.assert_close(hooked, plain)
-    assert contiguous_head_input(model) is not None  # and it can be added again
+    # A forward hook sees the input the layer ran on, after any pre-hook made it contiguous.
+    model.get_output_embeddings().register_forward_hook(lambda _, args, out: seen.append(args[0].is_contiguous()))
+    generate_completions(model, tokenizer, ["Weather in Lyon?", "Hi"], max_new_tokens=2, progress=False,
+                         cpu_fast_path=cpu_fast_path)  # fmt: skip
+    assert all(seen) is contiguous and seen
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5])

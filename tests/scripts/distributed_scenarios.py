@@ -60,8 +60,6 @@ class RecordingTrainer(ToolGRPOTrainer):
 
     def generate_and_score(self, inputs):
         output = super().generate_and_score(inputs)
-        if self.gold_turns and self.model.training:
-            self.gold_turns[-1]["advantages"] = output["advantages"].tolist()
         if self.accelerator.process_index == 1 and self.state.global_step == self.nan_advantages_at:
             output["advantages"] = output["advantages"] * math.nan
         return output
@@ -108,7 +106,7 @@ def accumulation_2_gold(model_dir, train_path, eval_path, out):
     # batch spans the two processes (trl only asks that the 12 of both divide by 4).
     grpo = trainer(
         model_dir, train_path, f"{out}/acc2", per_device_train_batch_size=3, gradient_accumulation_steps=2, max_steps=2,
-        gold_in_group=True, gold_baseline="samples", save_strategy="steps", save_steps=1,
+        gold_in_group=True, save_strategy="steps", save_steps=1,
     )  # fmt: skip
     return trained(grpo)
 
@@ -116,7 +114,7 @@ def accumulation_2_gold(model_dir, train_path, eval_path, out):
 def resume_accumulation_2(model_dir, train_path, eval_path, out):
     grpo = trainer(
         model_dir, train_path, f"{out}/acc2", per_device_train_batch_size=3, gradient_accumulation_steps=2, max_steps=3,
-        gold_in_group=True, gold_baseline="samples", save_strategy="steps", save_steps=1,
+        gold_in_group=True, save_strategy="steps", save_steps=1,
     )  # fmt: skip
     return trained(grpo, resume=f"{out}/acc2/checkpoint-2")
 

@@ -122,6 +122,22 @@ def test_bad_recipes_get_one_clear_message(tiny_model_dir, small_data, tmp_path,
     assert "Traceback" not in result.stderr
 
 
+def test_a_removed_setting_in_a_recipe_or_on_the_command_line_is_refused_by_name(
+    tiny_model_dir, small_data, tmp_path, capsys
+):
+    """`kl_only_tokens`, `negative_advantage_scale` and `gold_baseline` were experiment knobs and are gone: a recipe
+    or a command line that still sets one stops before anything loads, naming it, rather than training without it."""
+    removed = {"kl_only_tokens": -1, "negative_advantage_scale": 2.0, "gold_baseline": "samples"}
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_model_dir, small_data["train"], tmp_path / "out", **removed)
+    assert cli(["train", "--config", recipe]) == 2
+    err = capsys.readouterr().err
+    assert "Unknown arguments from config file" in err
+    assert all(f"'--{key}'" in err for key in removed)
+    plain = write_recipe(tmp_path / "plain.yaml", tiny_model_dir, small_data["train"], tmp_path / "out")
+    assert cli(["train", "--config", plain, "--kl_only_tokens", "-1"]) == 2
+    assert "not used by the HfArgumentParser: ['--kl_only_tokens', '-1']" in capsys.readouterr().err
+
+
 def test_too_few_rows_for_one_optimizer_step_are_refused_before_the_model_loads(
     tiny_model_dir, small_data, tmp_path, capsys
 ):

@@ -120,3 +120,23 @@ def test_the_warm_start_loads_the_model_as_grpo_does(tokenizer, call_and_no_call
         warm_start.sft_trainer(
             "org/model", tokenizer, call_and_no_call_rows, script_args, training_args, "w", model_args
         )
+
+
+@pytest.mark.parametrize(("cpu_fast_path", "patched"), [("auto", True), ("off", False)])
+def test_the_warm_start_projects_only_the_completion_with_the_fast_path_alone(cpu_fast_path, patched):
+    """The labelled-positions projection is a CPU speed trick: the warm start takes it where the recipe's
+    `cpu_fast_path` runs, and with `off` trains as trl does."""
+    from types import SimpleNamespace
+
+    import torch
+    import trl.trainer.utils as trl_utils
+
+    from grpo_tools.training.warm_start import train_sft
+
+    seen = []
+    trainer = SimpleNamespace(
+        accelerator=SimpleNamespace(device=torch.device("cpu")),
+        train=lambda: seen.append(trl_utils._use_triton(torch.device("cpu"))),
+    )
+    train_sft(trainer, cpu_fast_path)
+    assert seen == [patched]

@@ -1,0 +1,68 @@
+"""Every reward `reward_funcs` can name, in one registry: the call rewards of `grpo_tools.rewards` (`REWARDS`, which
+`score` and `eval` also read) and the multi-turn rewards of `grpo_tools.tools.trajectories`, which read a whole
+trajectory and so live above the rewards layer. `ToolGRPOConfig.reward_funcs` builds its help and choices from
+`REWARD_FUNCS`; `training_rewards` turns a configuration into the functions the trainer is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from grpo_tools.rewards import REWARDS, get_reward_funcs
+from grpo_tools.tools.trajectories import extra_calls_reward, outcome_reward, trajectory_reward
+from grpo_tools.training.errors import ConfigError
+
+
+__all__ = ["REWARD_FUNCS", "RewardFunc", "training_rewards"]
+
+
+@dataclass(frozen=True)
+class RewardFunc:
+    """A reward `reward_funcs` can name: its trl reward function, one line for help texts, and whether it scores
+    multi-turn trajectories only."""
+
+    function: Callable[..., list[float]]
+    description: str
+    multi_turn_only: bool = False
+
+
+REWARD_FUNCS: dict[str, RewardFunc] = {
+    **{name: RewardFunc(spec.function, spec.description) for name, spec in REWARDS.items()},
+    "outcome": RewardFunc(outcome_reward, "multi-turn: 1 when the final answer matches the row's `expected`", True),
+    "extra_calls": RewardFunc(extra_calls_reward, "multi-turn: minus the calls beyond the row's gold calls", True),
+}
+
+
+def training_rewards(
+    training_args: Any, multi_turn: bool
+) -> tuple[list[Callable[..., list[float]]], list[tuple[Callable[..., list[float]], float]]]:
+    """The reward functions `training_args.reward_funcs` names (weighted by `reward_weights`), and the ones to add
+    with their own weights (`ToolGRPOTrainer.add_reward_func`).
+
+    On multi-turn rows each call reward scores all the calls of a trajectory (`trajectory_reward`), and the outcome
+    reward (weight `outcome_reward_weight`) and the extra-call cost (`extra_call_cost`) are added unless the recipe
+    names `outcome` or `extra_calls` itself (then its weight is its `reward_weights` entry). On single-turn rows a
+    multi-turn reward is refused: there is no trajectory to score."""
+    names = list(training_args.reward_funcs)
+    unknown = [name for name in names if name not in REWARD_FUNCS]
+    if unknown:
+        raise ConfigError(f"unknown reward_funcs {unknown}; choose from {', '.join(REWARD_FUNCS)}")
+    if not multi_turn:
+        trajectory_only = [name for name in names if REWARD_FUNCS[name].multi_turn_only]
+        if trajectory_only:
+            raise ConfigError(
+                f"reward_funcs {', '.join(trajectory_only)} scores multi-turn trajectories; these rows are single-turn "
+                "(no `env`)"
+            )
+        return get_reward_funcs(names), []
+    functions = [
+        REWARD_FUNCS[name].function
+        if REWARD_FUNCS[name].multi_turn_only
+        else trajectory_reward(REWARDS[name].function)
+        for name in names
+    ]
+    own_weights = {"outcome": training_args.outcome_reward_weight, "extra_calls": training_args.extra_call_cost}
+    added = [(REWARD_FUNCS[name].function, weight) for name, weight in own_weights.items() if name not in names]
+    return functions, added
