@@ -42,8 +42,8 @@ test-min-versions:
 	$(MIN_VENV)/bin/python -m pip install --quiet $(MIN_VERSIONS) -e ".[dev]"
 	$(MIN_VENV)/bin/python -m pip list 2>/dev/null | grep -iE '^(torch|trl|transformers|peft|accelerate|datasets) '
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/training/test_trainer.py \
-		tests/training/test_trainer_vllm.py tests/training/test_trl_compat.py tests/training/test_advantages.py \
-		tests/fastpath
+		tests/training/test_trainer_vllm.py tests/training/test_trl_compat.py tests/training/test_vllm_sync.py \
+		tests/training/test_dropout.py tests/training/test_kl.py tests/fastpath
 
 quality: $(STAMP)
 	$(BIN)/ruff check grpo_tools tasks benchmarks experiments scripts tests

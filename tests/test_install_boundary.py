@@ -128,7 +128,12 @@ def test_grpo_tools_runs_from_the_install_outside_the_checkout(installed, tiny_m
         assert command in where.stdout
     site_packages = next(Path(p) for p in sys.path if p.endswith("site-packages") and Path(p).is_dir())
     located = subprocess.run(
-        [sys.executable, "-S", "-c", "import grpo_tools, sys; print(grpo_tools.__file__); print(sys.path)"],
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            "import grpo_tools, json, sys; print(grpo_tools.__file__); print(json.dumps(sys.path))",
+        ],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(installed), str(site_packages)])},
         capture_output=True,
@@ -136,7 +141,9 @@ def test_grpo_tools_runs_from_the_install_outside_the_checkout(installed, tiny_m
         check=True,
     )
     assert located.stdout.startswith(str(installed / "grpo_tools")), located.stdout
-    assert str(ROOT) not in located.stdout, "the checkout is on the path"
+    # The checkout's root would make its lab folders importable (its .venv, in CI, may hold the dependencies).
+    path = [Path(entry or tmp_path).resolve() for entry in json.loads(located.stdout.splitlines()[1])]
+    assert ROOT.resolve() not in path, "the checkout is on the path"
 
     rows = [json.loads(line) for line in (ROOT / "data" / "tool_calls_train.jsonl").read_text().splitlines()[:16]]
     data = tmp_path / "rows.jsonl"
