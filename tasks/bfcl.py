@@ -282,6 +282,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--eval-rows", type=int, default=80, help="rows of each held-out category in eval.jsonl")
     parser.add_argument("--seed", type=int, default=0, help="the shuffle of each live category (%(default)s)")
+    for split in ("warmup", "train"):
+        parser.add_argument(
+            f"--{split}-no-call-rows",
+            type=int,
+            metavar="N",
+            help=f"live_irrelevance rows (no call is right) in {split}.jsonl "
+            f"(default {DEFAULT_SIZES[split].get('live_irrelevance', 0)})",
+        )
     parser.add_argument(
         "--long-train-tokens",
         type=int,
@@ -292,12 +300,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.long_train_tokens is not None and args.long_train_tokens < 1:
         parser.error(f"--long-train-tokens must be a positive number of tokens, got {args.long_train_tokens}")
+    # dev is drawn first, so these never change the rows settings are chosen on.
+    sizes = {split: dict(counts) for split, counts in DEFAULT_SIZES.items()}
+    for split, count in (("warmup", args.warmup_no_call_rows), ("train", args.train_no_call_rows)):
+        if count is not None and count < 0:
+            parser.error(f"--{split}-no-call-rows must be a number of rows, 0 or more, got {count}")
+        if count is not None:
+            sizes[split]["live_irrelevance"] = count
     from grpo_tools.models.loading import load_tokenizer
 
     try:
         tokenizer = load_tokenizer(args.tokenizer)
         splits, manifest = build_task(
-            tokenizer, DEFAULT_SIZES, args.max_prompt_tokens, args.max_completion_tokens, args.eval_rows, args.seed
+            tokenizer, sizes, args.max_prompt_tokens, args.max_completion_tokens, args.eval_rows, args.seed
         )
         if args.long_train_tokens is not None:
             splits["train_long"] = long_train_split(

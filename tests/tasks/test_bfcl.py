@@ -2,7 +2,8 @@
 name or a question with a non-live row, the splits are disjoint (no API in two of them) and the size asked for, the prompt and gold-turn
 limits hold, the held-out sample is spread evenly over each category, gold turns leave out what BFCL lets be left
 out, the command writes the same files every time, and the long GRPO split (for a GPU) keeps dev's and the warm
-start's APIs out and is written only when asked."""
+start's APIs out and is written only when asked, and the no-call rows of the warm-start and GRPO splits are
+settings that leave the rest of the task alone."""
 
 import json
 
@@ -169,3 +170,30 @@ def test_a_long_split_of_no_tokens_is_refused_before_anything_is_built(tokens, t
         bfcl_task.main(["--tokenizer", tiny_model_dir, "--out", str(tmp_path / "out"), "--long-train-tokens", tokens])
     assert exit_.value.code == 2 and not (tmp_path / "out").exists()
     assert f"--long-train-tokens must be a positive number of tokens, got {tokens}" in capsys.readouterr().err
+
+
+def test_the_no_call_rows_of_the_warm_start_and_grpo_split_are_settings_that_leave_the_rest_alone(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    asked = []
+
+    def build(tokenizer, sizes, *args):
+        asked.append(sizes)
+        return {}, {"splits": {}}
+
+    monkeypatch.setattr(bfcl_task, "build_task", build)
+    arguments = ["--tokenizer", tiny_model_dir, "--out", str(tmp_path / "out")]
+    assert bfcl_task.main(arguments) == 0
+    assert bfcl_task.main([*arguments, "--warmup-no-call-rows", "200", "--train-no-call-rows", "0"]) == 0
+    assert asked[0] == bfcl_task.DEFAULT_SIZES
+    warmup = {**bfcl_task.DEFAULT_SIZES["warmup"], "live_irrelevance": 200}
+    train = {**bfcl_task.DEFAULT_SIZES["train"], "live_irrelevance": 0}
+    assert asked[1] == {"dev": bfcl_task.DEFAULT_SIZES["dev"], "train": train, "warmup": warmup}
+    assert list(asked[1]) == ["dev", "train", "warmup"]  # dev still drawn first, so its rows do not move
+
+
+def test_a_negative_number_of_no_call_rows_is_refused_before_anything_is_built(tiny_model_dir, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        bfcl_task.main(["--tokenizer", tiny_model_dir, "--out", str(tmp_path / "out"), "--train-no-call-rows", "-1"])
+    assert exit_.value.code == 2 and not (tmp_path / "out").exists()
+    assert "--train-no-call-rows must be a number of rows, 0 or more, got -1" in capsys.readouterr().err
