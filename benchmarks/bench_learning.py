@@ -108,11 +108,15 @@ def held_out_scores(model: Any, tokenizer: Any, rows: list[dict], script_args: A
         by_category.setdefault(_category(row), []).append(score)
     categories = {name: statistics.mean(scores) for name, scores in by_category.items()}
     calls = [value for name, value in categories.items() if "irrelevance" not in name]
+    irrelevance = [value for name, value in categories.items() if "irrelevance" in name]
+    call_mean = statistics.mean(calls) if calls else None  # the categories that need a call, each counted once
     return {
         "accuracy": statistics.mean(correct),
         "mean_reward": statistics.mean(total),
         "by_category": categories,
-        "calls": statistics.mean(calls) if calls else None,  # the categories that need a call, each counted once
+        "calls": call_mean,
+        # calls and abstaining together: a model that never calls scores 0.5 (grpo_tools.evaluation.usable)
+        "usable": (call_mean + statistics.mean(irrelevance)) / 2 if calls and irrelevance else None,
     }
 
 
@@ -511,11 +515,25 @@ def summary_table(result: dict[str, Any]) -> list[dict[str, Any]]:
                 name: _spread([run["held_out"][-1]["by_category"][name] for run in runs])
                 for name in runs[0]["held_out"][-1]["by_category"]
             }
-            if runs[0]["held_out"][-1]["calls"] is not None:
-                rows[-1]["calls"] = _spread([run["held_out"][-1]["calls"] for run in runs])
-                rows[-1]["calls_gain"] = _spread([run["held_out"][-1]["calls"] - run["held_out"][0]["calls"]
-                                                  for run in runs])  # fmt: skip
+            for measure in SUMMARY_MEASURES:
+                if runs[0]["held_out"][-1].get(measure) is not None:
+                    rows[-1][measure] = _spread([run["held_out"][-1][measure] for run in runs])
+                    rows[-1][f"{measure}_gain"] = _spread([run["held_out"][-1][measure] - run["held_out"][0][measure]
+                                                           for run in runs])  # fmt: skip
     return rows
+
+
+# Held-out measures over categories, beside the accuracy of each: the mean of the call categories, and usable.
+SUMMARY_MEASURES = ("calls", "usable")
+
+
+def _measure_names(point: dict[str, Any]) -> list[str]:
+    """The columns of a held-out point: its categories, then the summary measures it has."""
+    return [*point["by_category"], *(name for name in SUMMARY_MEASURES if point.get(name) is not None)]
+
+
+def _value(point: dict[str, Any], name: str) -> float:
+    return point[name] if name in SUMMARY_MEASURES else point["by_category"][name]
 
 
 def _spread(values: list[float]) -> list[float]:
@@ -545,7 +563,7 @@ def _categories_panel(ax: Any, result: dict[str, Any], labels: dict[str, str], c
     """Final held-out accuracy per category (and the mean of the call categories) for the warm start and each arm:
     a bar for the mean over seeds, a dot for each seed."""
     step_zero = result["warm_start"]
-    names = [*step_zero["by_category"], *(["calls"] if step_zero.get("calls") is not None else [])]
+    names = _measure_names(step_zero)
     bars = [("warm start", "tab:green", [step_zero])]
     bars += [
         (labels[arm], colors[arm], [run["held_out"][-1] for run in result["runs"] if run["arm"] == arm])
@@ -554,7 +572,7 @@ def _categories_panel(ax: Any, result: dict[str, Any], labels: dict[str, str], c
     width = 0.8 / len(bars)
     for index, (label, color, points) in enumerate(bars):
         for position, name in enumerate(names):
-            values = [point["calls"] if name == "calls" else point["by_category"][name] for point in points]
+            values = [_value(point, name) for point in points]
             x = position + (index - (len(bars) - 1) / 2) * width
             ax.bar(x, statistics.mean(values), width, color=color, alpha=0.6, label=label if position == 0 else None)
             ax.scatter([x] * len(values), values, color="black", s=8, zorder=3)
@@ -712,14 +730,13 @@ def _print_categories(result: dict[str, Any]) -> None:
     warm = result["warm_start"]
     if "by_category" not in warm:
         return
-    names = [*warm["by_category"], *(["calls"] if warm.get("calls") is not None else [])]
+    names = _measure_names(warm)
     print(f"{'held-out accuracy (%)':<24}" + "".join(f"{name:>22}" for name in names))
-    print(f"{'warm start':<24}" + "".join(f"{100 * (warm['calls'] if n == 'calls' else warm['by_category'][n]):>22.1f}"
-                                          for n in names))  # fmt: skip
+    print(f"{'warm start':<24}" + "".join(f"{100 * _value(warm, name):>22.1f}" for name in names))
     for row in result["summary"]:
         if "by_category" not in row:
             continue
-        cells = [row["calls"] if name == "calls" else row["by_category"][name] for name in names]
+        cells = [_value(row, name) for name in names]
         print(
             f"{row['arm']:<24}" + "".join(f"{100 * m:>10.1f} ({100 * lo:4.1f}-{100 * hi:4.1f})" for m, lo, hi in cells)
         )

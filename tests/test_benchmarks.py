@@ -430,7 +430,8 @@ def categories_result():
     def point(step, simple, multiple, irrelevance):
         return {"step": step, "train_seconds": 2.0 * step, "accuracy": (simple + multiple + irrelevance) / 3,
                 "mean_reward": 0.5, "by_category": {"simple_python": simple, "multiple": multiple,
-                                                    "irrelevance": irrelevance}, "calls": (simple + multiple) / 2}  # fmt: skip
+                                                    "irrelevance": irrelevance}, "calls": (simple + multiple) / 2,
+                "usable": ((simple + multiple) / 2 + irrelevance) / 2}  # fmt: skip
 
     warm = point(0, 0.2, 0.1, 0.5)
     finals = {("adaptive", 0): (0.4, 0.3, 0.5), ("adaptive", 1): (0.3, 0.2, 0.6), ("sft", 0): (0.3, 0.1, 0.4),
@@ -452,13 +453,17 @@ def test_learning_summary_per_category_and_the_call_categories_gain(tmp_path, ca
     assert summary["adaptive"]["calls"] == pytest.approx([0.3, 0.25, 0.35])
     assert summary["adaptive"]["calls_gain"] == pytest.approx([0.15, 0.1, 0.2])  # from the warm start's 0.15
     assert summary["sft"]["calls_gain"] == pytest.approx([0.05, 0.05, 0.05])
+    # usable: the mean of calls and irrelevance (never calling scores 0.5); the warm start's is 0.325
+    assert summary["adaptive"]["usable"] == pytest.approx([0.425, 0.425, 0.425])
+    assert summary["sft"]["usable"] == pytest.approx([0.325, 0.3, 0.35])
+    assert summary["sft"]["usable_gain"] == pytest.approx([0.0, -0.025, 0.025])
     assert summary["sft"]["final_kl"] is None and summary["sft"]["final_kl_coef"] is None
     result["summary"] = list(summary.values())
     learning.print_summary(result)
     lines = capsys.readouterr().out.splitlines()
     start = next(index for index, line in enumerate(lines) if line.startswith("held-out accuracy (%)"))
     table = {line.split()[0]: line for line in lines[start + 1 : start + 4]}  # the table per category
-    assert table["warm"].split()[2:] == ["20.0", "10.0", "50.0", "15.0"]
+    assert table["warm"].split()[2:] == ["20.0", "10.0", "50.0", "15.0", "32.5"]
     assert table["adaptive"].split()[1:3] == ["35.0", "(30.0-40.0)"]
     path = learning.plot(result, tmp_path / "learning.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -515,6 +520,7 @@ def test_the_sft_arm_stops_at_the_first_step_past_its_seconds(tiny_model_dir, ca
     assert result["arm"] == "sft" and result["steps"] == 1 and result["epochs"] == pytest.approx(0.25)
     (point,) = result["held_out"]
     assert set(point["by_category"]) == {"simple", "irrelevance"} and point["calls"] is not None
+    assert point["usable"] == pytest.approx((point["calls"] + point["by_category"]["irrelevance"]) / 2)
 
 
 def test_learning_runs_train_the_trainer_grpo_tools_train_builds(tiny_model_dir, monkeypatch, tmp_path):
