@@ -152,14 +152,14 @@ eval-bfcl-ast: $(STAMP)
 
 # Is it GRPO? From the same warm start, on the held-out sample `make train` reports (eval.jsonl): the GRPO recipe
 # (adaptive), GRPO without the gold turn in each group (no-gold) and supervised fine-tuning on the GRPO split's gold
-# turns for as many training seconds as the recipe's run of the same seed (sft); 2 seeds, two one-thread runs at a
+# turns for as many training seconds as the recipe's run of the same seed (sft); 3 seeds, two one-thread runs at a
 # time; JSON and PNG in benchmarks/results/learning-bfcl.*. The adaptive-against-fixed KL arms:
 # BENCH_ARGS="--arms adaptive fixed-0 fixed-init fixed-10x". The warm start is made once in
 # outputs/bench-learning-bfcl/ and reused while the settings it reads, its rows and the base model are the same.
 BENCH_ARGS ?=
 bench-learning: $(BFCL_TASK)/manifest.json
 	$(BIN)/python -m benchmarks.bench_learning --recipe recipes/SmolLM2-135M-Instruct/grpo/bfcl.yaml --jobs 2 \
-		--arms adaptive no-gold sft --seeds 0 1 --eval-every 1000 --work-dir outputs/bench-learning-bfcl \
+		--arms adaptive no-gold sft --seeds 0 1 2 --eval-every 1000 --work-dir outputs/bench-learning-bfcl \
 		--output benchmarks/results/learning-bfcl.json $(BENCH_ARGS)
 
 # Adaptive against fixed KL on the mapping recipe (`make train-mapping`), 4 arms x 3 seeds x 32 steps.

@@ -37,6 +37,7 @@ __all__ = [
     "HELD_OUT",
     "NON_LIVE",
     "TRAIN_SOURCES",
+    "add_swapped",
     "api_group",
     "breaks_schema",
     "build_task",
@@ -61,6 +62,9 @@ DEFAULT_SIZES = {
     "train": {"live_simple": 60, "live_multiple": 150, "live_irrelevance": 30},
     "warmup": {"live_simple": 10_000, "live_multiple": 120, "live_irrelevance": 80},
 }
+
+# Swapped no-call rows (tasks.swapped) added to each split, and written alone to `dev_swapped.jsonl` for dev.
+DEFAULT_SWAPPED = {"warmup": 0, "train": 0, "dev": 40}
 
 # live_irrelevance rows in train_long.jsonl: about the GRPO split's share (30 of 240); 601 are left at 1,024 tokens.
 LONG_IRRELEVANCE_ROWS = 120
@@ -265,6 +269,34 @@ def long_train_split(
     )
 
 
+def add_swapped(
+    splits: dict[str, list[dict[str, Any]]],
+    manifest: dict[str, Any],
+    counts: dict[str, int],
+    tokenizer: Any,
+    max_prompt_tokens: int,
+    seed: int = 0,
+) -> None:
+    """Add `counts[split]` swapped no-call rows (`tasks.swapped`) made from each split's call rows to that split, or
+    for dev into a split of their own, `dev_swapped`, so dev.jsonl stays the rows settings were chosen on; the
+    manifest names the question's and the tools' row of each."""
+    from grpo_tools.data.prompts import render_prompt
+    from tasks.swapped import swapped_rows
+
+    def fits(row: dict[str, Any]) -> bool:
+        return len(tokenizer(render_prompt(tokenizer, row)).input_ids) <= max_prompt_tokens
+
+    manifest["swapped"] = {}
+    for split, count in counts.items():
+        if not count:
+            continue
+        rows, pairs = swapped_rows(splits.get(split, []), count, seed, api_group, fits)
+        target = "dev_swapped" if split == "dev" else split
+        splits[target] = splits.get(target, []) + rows
+        manifest["swapped"][target] = pairs
+        manifest["splits"][target] = dict(Counter(str(row["id"]).rsplit("_", 1)[0] for row in splits[target]))
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m tasks.bfcl --tokenizer MODEL --out FOLDER`; exit 2 with one message on bad input."""
     parser = argparse.ArgumentParser(
@@ -290,6 +322,16 @@ def main(argv: list[str] | None = None) -> int:
             help=f"live_irrelevance rows (no call is right) in {split}.jsonl "
             f"(default {DEFAULT_SIZES[split].get('live_irrelevance', 0)})",
         )
+    for split in ("warmup", "train", "dev"):
+        parser.add_argument(
+            f"--{split}-swapped-rows",
+            type=int,
+            metavar="N",
+            default=DEFAULT_SWAPPED[split],
+            help=f"no-call rows made from {split}'s call rows by offering each question another API's tools "
+            + ("(written to dev_swapped.jsonl; " if split == "dev" else "(")
+            + "default %(default)s)",
+        )
     parser.add_argument(
         "--long-train-tokens",
         type=int,
@@ -307,6 +349,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{split}-no-call-rows must be a number of rows, 0 or more, got {count}")
         if count is not None:
             sizes[split]["live_irrelevance"] = count
+    swapped = {split: getattr(args, f"{split}_swapped_rows") for split in ("warmup", "train", "dev")}
+    for split, count in swapped.items():
+        if count < 0:
+            parser.error(f"--{split}-swapped-rows must be a number of rows, 0 or more, got {count}")
     from grpo_tools.models.loading import load_tokenizer
 
     try:
@@ -314,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         splits, manifest = build_task(
             tokenizer, sizes, args.max_prompt_tokens, args.max_completion_tokens, args.eval_rows, args.seed
         )
+        add_swapped(splits, manifest, swapped, tokenizer, args.max_prompt_tokens, args.seed)
         if args.long_train_tokens is not None:
             splits["train_long"] = long_train_split(
                 tokenizer, splits, args.long_train_tokens, args.max_completion_tokens, args.seed

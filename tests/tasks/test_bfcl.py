@@ -197,3 +197,37 @@ def test_a_negative_number_of_no_call_rows_is_refused_before_anything_is_built(t
         bfcl_task.main(["--tokenizer", tiny_model_dir, "--out", str(tmp_path / "out"), "--train-no-call-rows", "-1"])
     assert exit_.value.code == 2 and not (tmp_path / "out").exists()
     assert "--train-no-call-rows must be a number of rows, 0 or more, got -1" in capsys.readouterr().err
+
+
+def test_swapped_rows_come_from_their_own_split_and_dev_gets_a_file_of_its_own(task, tokenizer):
+    built, manifest = task
+    splits = {split: list(rows) for split, rows in built.items()}
+    manifest = {**manifest, "splits": dict(manifest["splits"])}
+    bfcl_task.add_swapped(splits, manifest, {"warmup": 6, "train": 4, "dev": 3}, tokenizer, MAX_PROMPT)
+    assert splits["dev"] == built["dev"]  # dev's own rows never change
+    for split, target, count in (("warmup", "warmup", 6), ("train", "train", 4), ("dev", "dev_swapped", 3)):
+        live = {row["id"]: row for row in built[split]}
+        made = [row for row in splits[target] if row["id"].startswith("swapped_irrelevance")]
+        assert len(made) == count and splits[target][: len(splits[target]) - count] == built.get(target, [])
+        for row in made:
+            question, donor = manifest["swapped"][target][row["id"]]
+            assert row["messages"] == live[question]["messages"] and row["tools"] == live[donor]["tools"]
+            assert row["answers"] == [] and api_group(question) != api_group(donor)
+            assert len(tokenizer(render_prompt(tokenizer, row)).input_ids) <= MAX_PROMPT
+        assert manifest["splits"][target]["swapped_irrelevance"] == count
+
+
+def test_the_command_writes_dev_swapped_rows_by_default_and_refuses_a_negative_count(
+    task, tiny_model_dir, tmp_path, monkeypatch, capsys
+):
+    splits, manifest = task
+    monkeypatch.setattr(bfcl_task, "build_task", lambda *args: ({**splits}, {**manifest, "splits": {}}))
+    assert bfcl_task.main(["--tokenizer", tiny_model_dir, "--out", str(tmp_path / "out")]) == 0
+    assert len(load_rows(tmp_path / "out" / "dev_swapped.jsonl")) == min(
+        bfcl_task.DEFAULT_SWAPPED["dev"], sum(1 for row in splits["dev"] if row["answers"])
+    )
+    assert all(not row["id"].startswith("swapped") for row in load_rows(tmp_path / "out" / "warmup.jsonl"))
+    with pytest.raises(SystemExit) as exit_:
+        bfcl_task.main(["--tokenizer", tiny_model_dir, "--out", str(tmp_path / "bad"), "--warmup-swapped-rows", "-2"])
+    assert exit_.value.code == 2 and not (tmp_path / "bad").exists()
+    assert "--warmup-swapped-rows must be a number of rows, 0 or more, got -2" in capsys.readouterr().err
