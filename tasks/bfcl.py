@@ -7,6 +7,8 @@ possible-answer files that the installed bfcl-eval wheel ships (Apache-2.0) and 
   (user-contributed queries against real APIs), for the supervised warm start, GRPO and choosing settings;
 - `eval.jsonl`: an evenly spaced sample of the held-out non-live categories simple_python, multiple and irrelevance
   (the same number of rows from each), and `eval_full.jsonl`: all their rows;
+- `dev_swapped.jsonl`: 40 no-call rows made from dev's call rows, each question offered another dev API's tools
+  (`tasks.swapped`; `--warmup-swapped-rows` and `--train-swapped-rows` add such rows to those splits);
 - `manifest.json`: what each split holds by category and what was dropped, and why;
 - with `--long-train-tokens N`, also `train_long.jsonl`: a GRPO split for a GPU, every live row kept under that longer
   prompt limit whose API is in neither dev nor the warm start (`long_train_split`).
