@@ -6,11 +6,12 @@ near the offered API that it cannot serve, or no request at all. A model that se
 (call) and the same question with another API's tools (abstain) can only tell them apart by reading the tools, which
 is the decision the held-out irrelevance rows test.
 
-`swapped_rows(split, count, seed)` pairs each of up to `count` call rows of a split with the tools of another row of
-the same split, so a split's swapped rows hold only its own questions and APIs (dev's measure APIs that training never
-saw). A donor is skipped when it belongs to the same API, when a word of its function names (generic verbs such as
-`get` aside) is also a word of the question's own function names or of the question itself, when one of its tools can
-serve almost any request (`requests.get`), or when the prompt would be too long; a question with no fitting donor gives no row.
+`swapped_rows(rows, count, seed, api, fits)` pairs each of up to `count` call rows of a split with the tools of
+another call row of the same split, so a split's swapped rows hold only its own questions and APIs (dev's measure
+APIs that training never saw). A donor is skipped when it belongs to the same API, when a word of its function names
+(generic verbs such as `get` aside) is also a word of the question's own function names or of the question itself,
+when one of its tools may serve almost any request (`requests.get`), or when the prompt would be too long; a question
+with no fitting donor gives no row.
 """
 
 from __future__ import annotations
@@ -24,72 +25,21 @@ from typing import Any
 __all__ = ["GENERIC_WORDS", "OPEN_ENDED_WORDS", "name_words", "swapped_rows"]
 
 # Words of function names too common to say what a function does (`get_weather` and `get_stock_price` share `get`).
-GENERIC_WORDS = frozenset(
-    [
-        "get",
-        "set",
-        "list",
-        "find",
-        "search",
-        "create",
-        "update",
-        "delete",
-        "add",
-        "remove",
-        "info",
-        "information",
-        "data",
-        "details",
-        "detail",
-        "retrieve",
-        "fetch",
-        "query",
-        "check",
-        "calculate",
-        "compute",
-        "make",
-        "new",
-        "all",
-        "user",
-        "item",
-        "items",
-        "the",
-        "for",
-        "and",
-        "api",
-        "service",
-        "services",
-        "by",
-        "with",
-        "from",
-        "request",
-        "send",
-        "post",
-        "put",
-        "call",
-        "run",
-        "start",
-        "stop",
-    ]
-)
-# Tools that can serve almost any request (`requests.get`, `cmd_controller.execute`) are never a donor.
-OPEN_ENDED_WORDS = frozenset(
-    [
-        "requests",
-        "request",
-        "http",
-        "url",
-        "execute",
-        "exec",
-        "cmd",
-        "command",
-        "shell",
-        "run",
-        "default",
-        "search",
-        "query",
-    ]
-)
+# fmt: off
+GENERIC_WORDS = frozenset((
+    "get", "set", "list", "find", "search", "create", "update", "delete", "add", "remove", "info", "information",
+    "data", "details", "detail", "retrieve", "fetch", "query", "check", "calculate", "compute", "make", "new", "all",
+    "user", "item", "items", "the", "for", "and", "api", "service", "services", "by", "with", "from", "request",
+    "send", "post", "put", "call", "run", "start", "stop",
+))
+# A tool whose name holds one of these words may serve almost any request (`requests.get`, `cmd_controller.execute`,
+# `default_function`) and is never a donor; the rule is broad on purpose (`search_hotels` is left out too), since a
+# donor that could answer the question would teach the model to abstain where a call is right.
+OPEN_ENDED_WORDS = frozenset((
+    "requests", "request", "http", "url", "execute", "exec", "cmd", "command", "shell", "run", "default", "search",
+    "query",
+))
+# fmt: on
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 
 
