@@ -1,8 +1,9 @@
 """The tool-use reward model: named rewards that score a completion's tool calls against a row's gold calls.
 
-The named rewards and their registry (`REWARDS`, `get_reward_funcs`); a row's gold reference is prepared by
-`grpo_tools.rewards.gold`, calls are paired and compared by `grpo_tools.rewards.matching` and BFCL's rules applied by
-`grpo_tools.rewards.bfcl`.
+The named rewards and their registry (`REWARDS`, `get_reward_funcs`); each reward's scorer is in
+`grpo_tools.rewards.scorers` (the decision reward's in `grpo_tools.rewards.decision`), a row's gold reference is
+prepared by `grpo_tools.rewards.gold`, calls are paired and compared by `grpo_tools.rewards.matching` and BFCL's rules
+applied by `grpo_tools.rewards.bfcl`.
 
 Every reward has trl's signature (`completions` plus the dataset columns as keyword arguments) and returns one float
 per completion, so each can be passed as `reward_funcs` to a plain `trl.GRPOTrainer`. Under the hood each is a
@@ -15,32 +16,24 @@ only ever scores lower.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import partial
 from typing import Any
 
-from grpo_tools.rewards.bfcl import BfclCall, check_bfcl, check_bfcl_irrelevance, prepare_bfcl
-from grpo_tools.rewards.gold import (
-    ERROR_KINDS,
-    Gold,
-    GoldError,
-    Verdict,
-    load_tool_list,
-    make_gold,
-    offered_tool_names,
-    tool_parameters,
+from grpo_tools.rewards.decision import DecisionValues, score_decision
+from grpo_tools.rewards.gold import ERROR_KINDS, Gold, GoldError, Verdict, make_gold
+from grpo_tools.rewards.parsing import ParseResult
+from grpo_tools.rewards.scorers import (
+    argument_checks,
+    parse_completion,
+    score_bfcl,
+    score_exact,
+    score_format,
+    score_partial,
+    score_schema,
 )
-from grpo_tools.rewards.matching import (
-    diagnose,
-    irrelevance,
-    json_equal,
-    pairing,
-    params_by_name,
-)
-from grpo_tools.rewards.parsing import ParseResult, ToolCall, parse_tool_calls
 
 
 __all__ = [
@@ -52,191 +45,16 @@ __all__ = [
     "Verdict",
     "argument_checks",
     "get_reward_funcs",
+    "get_tool_decision_reward",
     "make_gold",
     "score_completion",
     "tool_bfcl_reward",
+    "tool_decision_reward",
     "tool_exact_reward",
     "tool_format_reward",
     "tool_partial_reward",
     "tool_schema_reward",
 ]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Scorers: (ParseResult, Gold) -> Verdict
-
-
-def argument_checks(completion: Any, gold: Gold) -> list[tuple[str, bool]]:
-    """`("tool.argument", right)` for every argument of every gold call that the completion called the same tool for
-    (calls paired as in `tool_partial`): a diagnostic of which values a model gets wrong, not a reward. An argument
-    left out counts as wrong; gold calls with no call to their tool, and rows that call nothing, give no checks."""
-    parsed = _parse(completion, gold)
-    if not gold.calls or not parsed.calls:
-        return []
-    params, _, pairs = pairing(parsed, gold)
-    checks = []
-    for p, g in pairs:
-        predicted, expected = parsed.calls[p], gold.calls[g]
-        if predicted.name != expected.name:
-            continue
-        schemas = params[expected.name] or {}
-        checks += [
-            (
-                f"{expected.name}.{key}",
-                key in predicted.arguments and json_equal(predicted.arguments[key], value, schemas.get(key)),
-            )
-            for key, value in expected.arguments.items()
-        ]
-    return checks
-
-
-def score_format(parsed: ParseResult, gold: Gold) -> Verdict:
-    """1 when there is at least one call, every attempted call parses, and each names an offered tool."""
-    if not gold.calls:
-        return irrelevance(parsed)
-    if not parsed.attempted:
-        return Verdict(0.0, ("missed_call",))
-    names = offered_tool_names(gold)
-    errors = ("parse_error",) * len(parsed.errors) + tuple("wrong_name" for c in parsed.calls if c.name not in names)
-    return Verdict(0.0 if errors or not parsed.calls else 1.0, errors)
-
-
-@lru_cache(maxsize=4096)
-def _normalized_tools(tools_json: str) -> dict[str, Any]:
-    """Normalised tools (with their compiled validators) per distinct tool list: rows share few tool lists, and
-    building a validator costs far more than serialising the list to look it up."""
-    from grpo_tools.rewards.schemas import normalize_tools
-
-    return normalize_tools(tools_json)
-
-
-def score_schema(parsed: ParseResult, gold: Gold) -> Verdict:
-    """The fraction of attempted calls whose arguments validate against their tool's JSON Schema (a call that did
-    not parse counts as invalid)."""
-    if not gold.calls:
-        return irrelevance(parsed)
-    if not parsed.attempted:
-        return Verdict(0.0, ("missed_call",))
-    from grpo_tools.rewards.schemas import SchemaError, validate_arguments
-
-    key = gold.tools if isinstance(gold.tools, str) else json.dumps(gold.tool_list, sort_keys=True)
-    try:
-        tools = _normalized_tools(key)
-    except SchemaError as error:
-        raise GoldError(f"{gold.row}: {error}") from None
-    errors = ["parse_error"] * len(parsed.errors)
-    valid = 0
-    for call in parsed.calls:
-        tool = tools.get(call.name)
-        if tool is None:
-            errors.append("wrong_name")
-            continue
-        problems = validate_arguments(tool, call.arguments)
-        errors += [problem.kind for problem in problems]
-        valid += not problems
-    return Verdict(valid / (len(parsed.calls) + len(parsed.errors)), tuple(errors))
-
-
-def score_exact(parsed: ParseResult, gold: Gold) -> Verdict:
-    """1 when the predicted calls equal the gold calls as a multiset (any order), values equal as JSON except that an
-    integer equals the same float where the schema says `number`; else 0."""
-    if not gold.calls:
-        return irrelevance(parsed)
-    if not parsed.attempted:
-        return Verdict(0.0, ("missed_call",))
-    predicted, expected = parsed.calls, gold.calls
-    if not parsed.errors and len(predicted) == len(expected):
-        # Fast path: strict JSON equality needs no schema; the number rule is only consulted on a mismatch.
-        single = len(expected) == 1 and predicted[0].name == expected[0].name
-        if single and json_equal(predicted[0].arguments, expected[0].arguments):
-            return Verdict(1.0)
-        if _multiset_equal(predicted, gold):
-            return Verdict(1.0)
-    _, errors = diagnose(parsed, gold)
-    return Verdict(0.0, tuple(errors or ["wrong_value"]))
-
-
-def _multiset_equal(predicted: tuple[ToolCall, ...], gold: Gold) -> bool:
-    # Equality (with the number rule) is an equivalence relation, so greedy matching finds a perfect one if any exists.
-    unmatched = list(predicted)
-    for expected in gold.calls:
-        params = params_by_name(gold, expected.name) or {}
-        schema = {"properties": params}
-        for index, call in enumerate(unmatched):
-            if call.name == expected.name and json_equal(call.arguments, expected.arguments, schema):
-                del unmatched[index]
-                break
-        else:
-            return False
-    return True
-
-
-def score_partial(parsed: ParseResult, gold: Gold) -> Verdict:
-    """Pair predicted and gold calls by an optimal assignment; each pair earns `(1 + J + V) / 3` (0 across different
-    tools); the total is divided by `max(#predicted, #gold)`, so extra and missing calls both cost credit."""
-    if not gold.calls:
-        return irrelevance(parsed)
-    if not parsed.attempted:
-        return Verdict(0.0, ("missed_call",))
-    total, errors = diagnose(parsed, gold)
-    attempted = len(parsed.calls) + len(parsed.errors)
-    return Verdict(total / max(attempted, len(gold.calls)), tuple(errors))
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# BFCL AST rules (Berkeley Function Calling Leaderboard, `ast_checker`): see `grpo_tools.rewards.bfcl`
-
-
-_RIGHT = Verdict(1.0)
-_WRONG = {kind: Verdict(0.0, (kind,)) for kind in ERROR_KINDS}  # one record per error kind, not per completion
-
-
-_UNREAD = object()
-
-
-def _bfcl_gold(gold: Gold) -> tuple[BfclCall, ...]:
-    memo = gold.memoized
-    if "bfcl" not in memo:
-        # The tools are read here without being kept (unless another reward keeps them): the prepared calls are all
-        # that `score_bfcl` reads afterwards, and each object a cached row keeps is walked by every full garbage
-        # collection; at BFCL's sizes a parsed tool list is most of a row's objects.
-        tools = memo["tools"] if "tools" in memo else load_tool_list(gold.tools, gold.row)
-        prepared = []
-        for name, acceptable in gold.possible:
-            signature = memo.get("signature:" + name, _UNREAD)
-            if signature is _UNREAD:
-                found = tool_parameters(tools, name, gold.row)
-            else:
-                found = None if signature is None else (signature.params, signature.required)
-            properties, required = found or (None, ())
-            prepared.append(prepare_bfcl(name, acceptable, properties, required))
-        memo["bfcl"] = tuple(prepared)
-    return memo["bfcl"]
-
-
-def score_bfcl(parsed: ParseResult, gold: Gold) -> Verdict:
-    """BFCL's verdict (`ast_checker`), quirks included: equal counts, then each gold call in order pairs with the
-    first unused call that has its name, only declared parameters, every required (or non-optional) parameter, and
-    values of the schema's type (or of the acceptable values' type) among the acceptable ones. Where no call is
-    right, an output that does not parse counts as no call, as in BFCL. Binary."""
-    if not gold.calls:
-        if check_bfcl_irrelevance(len(parsed.calls), decoded=not parsed.errors):
-            return _RIGHT
-        return _WRONG["unexpected_call"]
-    if parsed.errors:
-        return Verdict(0.0, ("parse_error",) * len(parsed.errors))
-    if not parsed.calls:
-        return _WRONG["missed_call"]
-    calls = parsed.calls
-    # `check_bfcl`'s first rule, decided before the row's tools are read (the possible answers are, so that a row
-    # whose possible answers do not match its answers raises here as on every other output).
-    if len(calls) != len(gold.possible):
-        return _WRONG["wrong_count"]
-    memo = gold.memoized
-    prepared = memo["bfcl"] if "bfcl" in memo else _bfcl_gold(gold)
-    # One gold call and one call: `simple_function_checker` alone (what `check_bfcl` does there), one call less.
-    error = prepared[0].error(calls[0]) if len(calls) == 1 == len(prepared) else check_bfcl(calls, prepared)
-    return _RIGHT if error is None else _WRONG[error]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -250,23 +68,17 @@ def _row_name(index: int, ids: Sequence[Any] | None) -> str:
     return f"row {index} (id={ids[index]})" if ids is not None and index < len(ids) else f"row {index}"
 
 
-def _parse(completion: Any, gold: Gold) -> ParseResult:
-    """Parse a completion; Qwen3-Coder's XML values are text, so those are read again with the tools to cast them."""
-    parsed = parse_tool_calls(completion)
-    if parsed.format == "qwen3_coder":
-        return parse_tool_calls(completion, tools=gold.tool_list)
-    return parsed
-
-
-def _score_batch(
+def score_batch(
     scorer: Scorer,
     completions: Sequence[Any],
     tools: Sequence[Any],
     answers: Sequence[Any],
     possible_answers: Sequence[Any] | None,
     kwargs: dict[str, Any],
+    name: str | None = None,
 ) -> list[float]:
-    """Score a batch the way trl passes it; report the share of completions with each error kind via `log_metric`."""
+    """Score a batch the way trl passes it; report the share of completions with each error kind via `log_metric`,
+    under the reward's registry `name` (found from `scorer` when not given)."""
     ids = kwargs.get("id")
     possible = possible_answers if possible_answers is not None else [None] * len(completions)
     verdicts: list[Verdict] = []
@@ -279,11 +91,11 @@ def _score_batch(
         # than hashing its columns again) reuses its gold.
         if row != last_row:
             gold, last_row = make_gold(row[2], row[0], row[1], row=_row_name(i, ids)), row
-        append(scorer(_parse(completion, gold), gold))
+        append(scorer(parse_completion(completion, gold), gold))
     log_metric = kwargs.get("log_metric")
     if log_metric is not None and verdicts:
         counts = Counter(kind for verdict in verdicts for kind in set(verdict.errors))
-        name = next(name for name, spec in REWARDS.items() if spec.scorer is scorer)
+        name = name or next(name for name, spec in REWARDS.items() if spec.scorer is scorer)
         for kind in ERROR_KINDS[:-1]:
             log_metric(f"{name}/{kind}", counts[kind] / len(verdicts))
     return [verdict.score for verdict in verdicts]
@@ -298,14 +110,14 @@ def tool_format_reward(
     >>> tool_format_reward(['<tool_call>{"name": "f", "arguments": {}}</tool_call>'], tools, [[{"name": "f"}]])
     [1.0]
     """
-    return _score_batch(score_format, completions, tools, answers, possible_answers, kwargs)
+    return score_batch(score_format, completions, tools, answers, possible_answers, kwargs)
 
 
 def tool_schema_reward(
     completions: Sequence[Any], tools: Sequence[Any], answers: Sequence[Any], possible_answers=None, **kwargs
 ) -> list[float]:
     """Fraction of each completion's calls whose arguments validate against the tool schema (see `score_schema`)."""
-    return _score_batch(score_schema, completions, tools, answers, possible_answers, kwargs)
+    return score_batch(score_schema, completions, tools, answers, possible_answers, kwargs)
 
 
 def tool_exact_reward(
@@ -319,7 +131,7 @@ def tool_exact_reward(
     >>> tool_exact_reward(["[f(x=2)]", "[f(x=3)]"], tools, answers)
     [1.0, 0.0]
     """
-    return _score_batch(score_exact, completions, tools, answers, possible_answers, kwargs)
+    return score_batch(score_exact, completions, tools, answers, possible_answers, kwargs)
 
 
 def tool_partial_reward(
@@ -332,14 +144,38 @@ def tool_partial_reward(
     >>> tool_partial_reward(['[f(a="x", b="wrong")]'], tools, [[{"name": "f", "arguments": {"a": "x", "b": "y"}}]])
     [0.8333333333333334]
     """
-    return _score_batch(score_partial, completions, tools, answers, possible_answers, kwargs)
+    return score_batch(score_partial, completions, tools, answers, possible_answers, kwargs)
 
 
 def tool_bfcl_reward(
     completions: Sequence[Any], tools: Sequence[Any], answers: Sequence[Any], possible_answers=None, **kwargs
 ) -> list[float]:
     """1.0 per completion correct under the BFCL AST rules (see `score_bfcl`)."""
-    return _score_batch(score_bfcl, completions, tools, answers, possible_answers, kwargs)
+    return score_batch(score_bfcl, completions, tools, answers, possible_answers, kwargs)
+
+
+def get_tool_decision_reward(values: DecisionValues | None = None) -> Callable[..., list[float]]:
+    """The decision reward as a trl reward function, paying `values` (TruthRL's +1 / 0 / -1 by default).
+
+    >>> tools = [[{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+    ...           "properties": {"x": {"type": "integer"}}, "required": ["x"]}}}]] * 4
+    >>> answers = [[{"name": "f", "arguments": {"x": 1}}]] * 3 + [[]]
+    >>> reward = get_tool_decision_reward(DecisionValues(abstain=0.0, wrong=-1.0))
+    >>> reward(["[f(x=1)]", "I cannot tell.", "[f(x=2)]", "[f(x=1)]"], tools, answers)
+    [1.0, 0.0, -1.0, -1.0]
+    """
+    scorer = partial(score_decision, values=values or DecisionValues())
+
+    def tool_decision_reward(completions, tools, answers, possible_answers=None, **kwargs) -> list[float]:
+        return score_batch(scorer, completions, tools, answers, possible_answers, kwargs, name="tool_decision")
+
+    return tool_decision_reward
+
+
+def tool_decision_reward(completions, tools, answers, possible_answers=None, **kwargs) -> list[float]:
+    """The decision reward with TruthRL's values: on a row that needs a call, the right call +1, no call 0, a wrong
+    call -1; on a row that needs none, no call +1 and any call -1 (see `score_decision`)."""
+    return score_batch(score_decision, completions, tools, answers, possible_answers, kwargs, name="tool_decision")
 
 
 @dataclass(frozen=True)
@@ -359,6 +195,12 @@ REWARDS: dict[str, RewardSpec] = {
     "tool_exact": RewardSpec(tool_exact_reward, score_exact, "the calls equal the gold calls (any order)"),
     "tool_partial": RewardSpec(tool_partial_reward, score_partial, "partial credit for names, argument names, values"),
     "tool_bfcl": RewardSpec(tool_bfcl_reward, score_bfcl, "the Berkeley Function Calling Leaderboard's AST rules"),
+    "tool_decision": RewardSpec(
+        tool_decision_reward,
+        score_decision,
+        "the decision to call (TruthRL): right call +1, no call 0, wrong call -1; where no call is right, none +1, "
+        "any -1",
+    ),
 }
 
 
@@ -372,4 +214,4 @@ def get_reward_funcs(names: Sequence[str]) -> list[Callable[..., list[float]]]:
 
 def score_completion(reward: str, completion: Any, gold: Gold) -> Verdict:
     """Score one completion against one prepared gold row under a named reward (used by scoring and eval)."""
-    return REWARDS[reward].scorer(_parse(completion, gold), gold)
+    return REWARDS[reward].scorer(parse_completion(completion, gold), gold)

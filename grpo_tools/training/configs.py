@@ -14,6 +14,7 @@ from typing import Any, Literal
 from trl import GRPOConfig, ScriptArguments
 from trl import ModelConfig as TrlModelConfig
 
+from grpo_tools.training.decision_args import DecisionArguments
 from grpo_tools.training.errors import ConfigError
 from grpo_tools.training.kl import KL_CONTROLLERS
 from grpo_tools.training.reward_funcs import REWARD_FUNCS
@@ -142,8 +143,9 @@ class ModelConfig(TrlModelConfig):
 
 
 @dataclass
-class ToolGRPOConfig(GRPOConfig):
-    """trl's GRPO settings, plus an adaptive KL coefficient and tool-use rewards chosen by name."""
+class ToolGRPOConfig(GRPOConfig, DecisionArguments):
+    """trl's GRPO settings, plus an adaptive KL coefficient, tool-use rewards chosen by name and the settings of the
+    decision to call (`DecisionArguments`)."""
 
     beta: float = field(
         default=0.04,
@@ -275,6 +277,7 @@ class ToolGRPOConfig(GRPOConfig):
                 "gradient_accumulation_steps)"
             )
         self._check_combinations()
+        self.check_decision_arguments()
         if self.kl_controller not in KL_CONTROLLERS:
             raise ConfigError(f"kl_controller must be one of {', '.join(KL_CONTROLLERS)}, got {self.kl_controller!r}")
         if self.beta < 0:

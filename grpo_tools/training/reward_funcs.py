@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from grpo_tools.rewards import REWARDS, get_reward_funcs
+from grpo_tools.rewards import REWARDS, get_tool_decision_reward
 from grpo_tools.tools.trajectories import extra_calls_reward, outcome_reward, trajectory_reward
 from grpo_tools.training.errors import ConfigError
 
@@ -44,7 +44,8 @@ def training_rewards(
     On multi-turn rows each call reward scores all the calls of a trajectory (`trajectory_reward`), and the outcome
     reward (weight `outcome_reward_weight`) and the extra-call cost (`extra_call_cost`) are added unless the recipe
     names `outcome` or `extra_calls` itself (then its weight is its `reward_weights` entry). On single-turn rows a
-    multi-turn reward is refused: there is no trajectory to score."""
+    multi-turn reward is refused: there is no trajectory to score. `tool_decision` pays what the configuration's
+    `decision_*` settings say (TruthRL's +1 / 0 / -1 where it has none)."""
     names = list(training_args.reward_funcs)
     unknown = [name for name in names if name not in REWARD_FUNCS]
     if unknown:
@@ -56,13 +57,20 @@ def training_rewards(
                 f"reward_funcs {', '.join(trajectory_only)} scores multi-turn trajectories; these rows are single-turn "
                 "(no `env`)"
             )
-        return get_reward_funcs(names), []
+        return [_call_reward(name, training_args) for name in names], []
     functions = [
         REWARD_FUNCS[name].function
         if REWARD_FUNCS[name].multi_turn_only
-        else trajectory_reward(REWARDS[name].function)
+        else trajectory_reward(_call_reward(name, training_args))
         for name in names
     ]
     own_weights = {"outcome": training_args.outcome_reward_weight, "extra_calls": training_args.extra_call_cost}
     added = [(REWARD_FUNCS[name].function, weight) for name, weight in own_weights.items() if name not in names]
     return functions, added
+
+
+def _call_reward(name: str, training_args: Any) -> Callable[..., list[float]]:
+    values = getattr(training_args, "decision_values", None)
+    if name == "tool_decision" and values is not None:
+        return get_tool_decision_reward(values())
+    return REWARDS[name].function

@@ -14,7 +14,10 @@ disabled as the reference, accelerate / DeepSpeed / FSDP). What this adds:
 - zero-variance filtering (`skip_zero_std_groups`, `_keep_informative`): the reference pass and the policy's forward
   and backward passes run only on groups whose rewards differ, as DAPO's dynamic sampling filters (Yu et al., 2025),
   without its resampling;
-- `add_reward_func` (rewards weighted outside `reward_funcs`).
+- `add_reward_func` (rewards weighted outside `reward_funcs`);
+- the decision to call (`grpo_tools.training.decision`): advantages against the batch's or the class's mean
+  (`advantage_baseline`), prompts drawn in a set share of no-call rows (`no_call_share`), and each step's shares of
+  samples that call and that are right per class of row (`decision/...`).
 On the CPU, sampling and log-probabilities go through `grpo_tools.fastpath` (`cpu_fast_path`); off, trl's own path
 runs. trl's private names are reached through `trl_compat` alone.
 """
@@ -32,6 +35,7 @@ import torch
 
 from grpo_tools import fastpath
 from grpo_tools.training.configs import ConfigError
+from grpo_tools.training.decision import DecisionHooks
 from grpo_tools.training.kl import AdaptiveKLController
 from grpo_tools.training.trl_compat import GRPOHooks, TurnInputs, check_trl_version
 from grpo_tools.training.vllm_sync import prepare_vllm_generation
@@ -55,7 +59,7 @@ class TrainingDivergedError(RuntimeError):
     """The loss or a reward became non-finite; training stopped without saving anything further."""
 
 
-class ToolGRPOTrainer(GRPOHooks):
+class ToolGRPOTrainer(DecisionHooks, GRPOHooks):
     """`trl.GRPOTrainer` whose KL coefficient adapts to hold the measured KL near `args.kl_target`.
 
     Takes the same arguments as `GRPOTrainer`; with a `ToolGRPOConfig` whose `adaptive_kl` is true (the default), the
@@ -91,7 +95,8 @@ class ToolGRPOTrainer(GRPOHooks):
         self._step_kl = torch.zeros(3, dtype=torch.float64)
         # (step KL fed to the controller, coefficient it returned), one pair per optimizer step of this process.
         self.kl_history: list[tuple[float, float]] = []
-        # Weighted rewards of the last training batch, all processes, for `skip_zero_std_groups`.
+        # Rewards of the last training batch, all processes (NaN where a function abstains), and weighted (NaN as 0).
+        self._last_rewards: torch.Tensor | None = None
         self._last_weighted_rewards: torch.Tensor | None = None
         # With `gold_in_group`: the gold turn of each row of the batch being generated, in trl's order.
         self._gold_texts: list[str | None] | None = None
@@ -195,15 +200,21 @@ class ToolGRPOTrainer(GRPOHooks):
                 "anything more is saved (the last checkpoint is intact)"
             )
         weights = self.reward_weights.to(rewards.device).unsqueeze(0)  # (1, num_funcs)
+        self._last_rewards = rewards
         self._last_weighted_rewards = torch.nan_to_num(rewards, nan=0.0) * weights  # (B, num_funcs)
+        if self.environments is None and all("answers" in row for row in inputs):
+            self._log_decision(inputs, completions)
         return rewards
 
-    # The batch: gold turns, zero-variance filtering.
     def generate_and_score(self, inputs: Any) -> dict[str, Any]:
         gold = getattr(self.args, "gold_in_group", False)
         self._gold_texts = [row.get("gold_completion") for row in inputs] if gold else None
         if not (self.model.training and getattr(self.args, "skip_zero_std_groups", False)):
-            return super().generate_and_score(inputs)
+            output = super().generate_and_score(inputs)
+            baseline = getattr(self.args, "advantage_baseline", "group")
+            if self.model.training and baseline != "group":
+                output["advantages"] = self._advantages(inputs, baseline)  # (B,)
+            return output
         # trl skips its reference pass when beta is 0: run it below, on the rows kept, instead of on every row.
         beta, self.beta = self.beta, 0.0
         try:

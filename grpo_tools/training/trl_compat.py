@@ -52,6 +52,7 @@ _PRIVATE_METHODS = (
     "_save_checkpoint",
     "_load_optimizer_and_scheduler",
     "_get_output_dir",
+    "_get_train_sampler",
 )
 _PRIVATE_STATE = (
     "_metrics",
@@ -187,7 +188,7 @@ class TurnInputs:
 
 class GRPOHooks(GRPOTrainer):
     """trl's `GRPOTrainer` with its private steps under names of ours. A subclass overrides `generate_turn`,
-    `generate_and_score`, `score_completions`, `policy_loss`, `token_logps`, `save_extra_state` and
+    `generate_and_score`, `score_completions`, `policy_loss`, `token_logps`, `train_sampler`, `save_extra_state` and
     `load_extra_state`, and calls `super()` for trl's own behaviour."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -228,6 +229,9 @@ class GRPOHooks(GRPOTrainer):
         return self.token_logps(
             model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **inputs
         )
+
+    def _get_train_sampler(self, dataset: Any = None) -> Any:
+        return self.train_sampler(dataset)
 
     def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
         if self.args.should_save:  # written first: a checkpoint complete enough to resume from holds it
@@ -278,6 +282,10 @@ class GRPOHooks(GRPOTrainer):
         return super()._get_per_token_logps_and_entropies(
             model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **inputs
         )
+
+    def train_sampler(self, dataset: Any = None) -> Any:
+        """The sampler of training prompts (trl's `RepeatSampler`: each prompt `num_generations` times in a row)."""
+        return super()._get_train_sampler(dataset)
 
     def save_extra_state(self, folder: str) -> None:
         """Write what a subclass must resume with into a checkpoint folder, before trl's own files."""

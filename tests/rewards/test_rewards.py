@@ -368,6 +368,8 @@ def test_tool_bfcl_reads_bfcl_style_tool_definitions():
 def test_irrelevance_rows_reward_calling_nothing_in_every_reward(reward, completion, expected):
     if reward == "tool_bfcl" and completion == "<tool_call>{":
         expected = 1.0  # BFCL: an output that does not decode is no call (`_evaluate_single_relevance_entry`)
+    if reward == "tool_decision" and expected == 0.0:
+        expected = -1.0  # the decision reward pays a call where none is right below nothing (TruthRL's -1)
     assert score(reward, completion, []).score == expected
 
 
@@ -386,7 +388,9 @@ def test_exact_match_scores_one_in_every_reward(reward):
 @pytest.mark.parametrize("completion", ["", "<tool_call>", "[" * 5000, "\x00\ufffd", "[f(x=1)]" * 3, "{}"])
 def test_malformed_completions_only_score_lower(reward, completion):
     verdict = score(reward, completion, [LYON])
-    assert 0.0 <= verdict.score < 1.0
+    # The decision reward pays a broken call as a wrong one (-1) and an answer in words as abstaining (0).
+    lowest = -1.0 if reward == "tool_decision" else 0.0
+    assert lowest <= verdict.score < 1.0
     assert set(verdict.errors) <= set(ERROR_KINDS)
 
 
@@ -437,7 +441,7 @@ def test_trl_batch_error_names_the_row_id():
 
 
 def test_registry_names_functions_and_rejects_unknown_names():
-    assert list(REWARDS) == ["tool_format", "tool_schema", "tool_exact", "tool_partial", "tool_bfcl"]
+    assert list(REWARDS) == ["tool_format", "tool_schema", "tool_exact", "tool_partial", "tool_bfcl", "tool_decision"]
     assert get_reward_funcs(["tool_exact", "tool_bfcl"]) == [tool_exact_reward, tool_bfcl_reward]
     with pytest.raises(ValueError, match="unknown reward\\(s\\) 'tool_magic'; choose from tool_format"):
         get_reward_funcs(["tool_magic"])
