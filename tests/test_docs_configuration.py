@@ -1,5 +1,6 @@
-"""docs/configuration.md names every field that grpo-tools' configuration classes declare (`ToolGRPOConfig` and
-`ToolScriptArguments`, beyond what they take from trl), so a new setting cannot ship undocumented."""
+"""docs/configuration.md names every field that grpo-tools' configuration classes declare (`ToolGRPOConfig`, the
+`DecisionArguments` it inherits, and `ToolScriptArguments`, beyond what they take from trl), so a new setting cannot
+ship undocumented."""
 
 import inspect
 from pathlib import Path
@@ -7,12 +8,15 @@ from pathlib import Path
 import pytest
 
 from grpo_tools.training.configs import ToolGRPOConfig, ToolScriptArguments
+from grpo_tools.training.decision_args import DecisionArguments
 
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
 
-@pytest.mark.parametrize("config", [ToolGRPOConfig, ToolScriptArguments], ids=lambda config: config.__name__)
+@pytest.mark.parametrize(
+    "config", [ToolGRPOConfig, DecisionArguments, ToolScriptArguments], ids=lambda config: config.__name__
+)
 def test_every_field_grpo_tools_declares_is_documented(config):
     text = PAGE.read_text(encoding="utf-8")
     declared = list(inspect.get_annotations(config))  # the fields written in the class itself, not inherited ones

@@ -13,7 +13,6 @@ import argparse
 import logging
 import math
 import os
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,7 +30,7 @@ from grpo_tools.evaluation.history import (
     read_state,
     series,
 )
-from grpo_tools.rewards import ERROR_KINDS
+from grpo_tools.evaluation.panels import curve, decision_panel, errors_panel, not_logged, rolling_mean
 
 
 if TYPE_CHECKING:
@@ -52,16 +51,12 @@ __all__ = [
 
 
 DEFAULT_OUTPUT = "training_curves.png"
-PANEL_TITLES = ("reward", "KL vs target", "KL coefficient", "completion length", "tool-call errors")
-_ERROR_KIND = re.compile(r"^(?P<prefix>[^/]+)/(?P<kind>" + "|".join(ERROR_KINDS) + r")$")
-_PREFERRED_ERROR_PREFIX = "tool_exact"
+PANEL_TITLES = (
+    "reward", "KL vs target", "KL coefficient", "completion length", "tool-call errors", "decision to call (samples)",
+)  # fmt: skip
 _COMPONENT_STYLES = ("-", "--", "-.", ":")
 _SMOOTH_ABOVE = 60  # logged steps; more are drawn with a rolling mean over the faint raw values
 _DPI = 110
-
-
-def _not_logged(ax: Axes, what: str) -> None:
-    ax.text(0.5, 0.5, f"{what} not logged", transform=ax.transAxes, ha="center", va="center", color="0.4")
 
 
 def _smoothing_window(history: Sequence[Mapping[str, Any]]) -> int:
@@ -71,35 +66,12 @@ def _smoothing_window(history: Sequence[Mapping[str, Any]]) -> int:
     return 1 if logs <= _SMOOTH_ABOVE else max(3, logs // 40)
 
 
-def _rolling_mean(values: Sequence[float], window: int) -> list[float]:
-    """Trailing mean over `window` values (fewer at the start), so a curve never looks ahead of its step."""
-    means, total = [], 0.0
-    for index, value in enumerate(values):
-        total += value
-        if index >= window:
-            total -= values[index - window]
-        means.append(total / min(index + 1, window))
-    return means
-
-
-def _curve(ax: Axes, steps: list[float], values: list[float], window: int, **style: Any) -> None:
-    """One metric: as logged when short (with markers: a single point would otherwise be invisible); when
-    smoothed, the logged values faint and their rolling mean in full, in the same colour, carrying the label."""
-    if window <= 1:
-        if len(steps) <= 40:
-            style = {"marker": "o", "markersize": 3, **style}
-        ax.plot(steps, values, **style)
-        return
-    (raw,) = ax.plot(steps, values, alpha=0.25, linewidth=0.8, label="_nolegend_", color=style.get("color"))
-    ax.plot(steps, _rolling_mean(values, window), **{**style, "color": raw.get_color()})
-
-
 def _reward_panel(ax: Axes, history: Sequence[Mapping[str, Any]], window: int) -> None:
     ax.set_title("reward")
     drawn = False
     steps, values = series(history, "reward")
     if steps:
-        _curve(ax, steps, values, window, color="black", linewidth=2, label="reward (total)")
+        curve(ax, steps, values, window, color="black", linewidth=2, label="reward (total)")
         drawn = True
     components = [match.group("name") for key in logged_keys(history) if (match := COMPONENT_REWARD.match(key))]
     for index, name in enumerate(components):
@@ -108,21 +80,21 @@ def _reward_panel(ax: Axes, history: Sequence[Mapping[str, Any]], window: int) -
             # Rewards often agree (an exact call also has the right format), so their curves overlap: dashes of
             # different kinds keep each one visible.
             linestyle = _COMPONENT_STYLES[index % len(_COMPONENT_STYLES)]
-            _curve(ax, steps, values, window, linewidth=1.4, linestyle=linestyle, label=name)
+            curve(ax, steps, values, window, linewidth=1.4, linestyle=linestyle, label=name)
             drawn = True
     if drawn:
         ax.legend(fontsize="small")
     else:
-        _not_logged(ax, "reward")
+        not_logged(ax, "reward")
 
 
 def _kl_panel(ax: Axes, history: Sequence[Mapping[str, Any]], kl_target: float | None, window: int) -> None:
     ax.set_title("KL vs target")
     steps, values = series(history, "kl")
     if not steps:
-        _not_logged(ax, "kl")
+        not_logged(ax, "kl")
         return
-    _curve(ax, steps, values, window, color="tab:blue", label="KL")
+    curve(ax, steps, values, window, color="tab:blue", label="KL")
     if kl_target is not None:
         ax.axhline(kl_target, color="tab:red", linestyle="--", linewidth=1.2, label=f"target {kl_target:g}")
     ax.set_ylim(bottom=0)
@@ -133,10 +105,10 @@ def _kl_coef_panel(ax: Axes, history: Sequence[Mapping[str, Any]]) -> None:
     ax.set_title("KL coefficient")
     steps, values = series(history, "kl_coef")
     if not steps:
-        _not_logged(ax, "kl_coef")
+        not_logged(ax, "kl_coef")
         return
     # Never smoothed: the controller's coefficient moves in steps, and those steps are what this panel shows.
-    _curve(ax, steps, values, 1, color="tab:purple")
+    curve(ax, steps, values, 1, color="tab:purple")
     # The adaptive controller moves the coefficient by factors, so a log axis shows its steps evenly; a coefficient
     # of zero (no KL penalty) cannot go on one.
     if all(value > 0 for value in values):
@@ -167,14 +139,14 @@ def _length_panel(ax: Axes, history: Sequence[Mapping[str, Any]], window: int) -
     ax.set_title("completion length")
     steps, values = series(history, "completions/mean_length")
     if not steps:
-        _not_logged(ax, "completions/mean_length")
+        not_logged(ax, "completions/mean_length")
         return
-    _curve(ax, steps, values, window, color="tab:green", linewidth=2, label="mean")
+    curve(ax, steps, values, window, color="tab:green", linewidth=2, label="mean")
     # The bounds only frame the mean: smoothed without their raw values, which would bury it.
     bounds = {}
     for name in ("min", "max"):
         bound_steps, bound_values = series(history, f"completions/{name}_length")
-        bounds[name] = (bound_steps, _rolling_mean(bound_values, window))
+        bounds[name] = (bound_steps, rolling_mean(bound_values, window))
     for name, (bound_steps, bound_values) in bounds.items():
         if bound_steps:
             ax.plot(bound_steps, bound_values, color="tab:green", linewidth=0.8, linestyle=":", label=name)
@@ -187,43 +159,14 @@ def _length_panel(ax: Axes, history: Sequence[Mapping[str, Any]], window: int) -
     ax.legend(fontsize="small", loc="upper center", ncol=3)
 
 
-def _error_prefix(history: Sequence[Mapping[str, Any]]) -> str | None:
-    """Whose error kinds to draw: `tool_exact`'s when logged (the strictest, most telling), else the first reward's."""
-    prefixes = [match.group("prefix") for key in logged_keys(history) if (match := _ERROR_KIND.match(key))]
-    if not prefixes:
-        return None
-    return _PREFERRED_ERROR_PREFIX if _PREFERRED_ERROR_PREFIX in prefixes else prefixes[0]
-
-
-def _errors_panel(ax: Axes, history: Sequence[Mapping[str, Any]], window: int) -> None:
-    prefix = _error_prefix(history)
-    if prefix is None:
-        ax.set_title("tool-call errors")
-        _not_logged(ax, "tool-call error kinds")
-        return
-    ax.set_title(f"tool-call errors ({prefix})")
-    drawn = False
-    for kind in ERROR_KINDS:
-        steps, values = series(history, f"{prefix}/{kind}")
-        if steps and any(value != 0 for value in values):  # a kind that never happened is only clutter
-            _curve(ax, steps, values, window, label=kind.replace("_", " "))
-            drawn = True
-    if not drawn:
-        ax.text(0.5, 0.5, "no errors at any step", transform=ax.transAxes, ha="center", va="center", color="0.4")
-        return
-    ax.set_ylabel("share of completions")
-    ax.set_ylim(bottom=0)
-    # Outside the axes: up to nine kinds would otherwise sit on the curves.
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-
-
 def build_run_figure(
     history: Sequence[Mapping[str, Any]], kl_target: float | None = None, title: str | None = None
 ) -> Figure:
-    """The training-curves figure: five panels over `step`, in the order of `PANEL_TITLES`.
+    """The training-curves figure: six panels over `step`, in the order of `PANEL_TITLES`.
 
     Panels: reward (total and each `rewards/<func>/mean`), KL against `kl_target`, the KL coefficient (log scale),
-    completion length (mean, min, max), and the tool-call error kinds of one reward (`tool_exact` when logged). A
+    completion length (mean, min, max), the tool-call error kinds of one reward (`tool_exact` when logged), and per
+    class of row the shares of samples that call and that are right (`decision/...`). A
     metric missing from `history` leaves its panel saying "not logged" rather than failing, since plain trl runs and
     runs with `adaptive_kl: false` log fewer keys. Past 60 logged steps, curves are drawn as a trailing rolling mean
     over the faint logged values (the suptitle says over how many). Returned unsaved, so callers (and tests) can
@@ -231,8 +174,8 @@ def build_run_figure(
     """
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(14, 11), layout="constrained")
-    grid = figure.add_gridspec(3, 2)
+    figure = Figure(figsize=(14, 14), layout="constrained")
+    grid = figure.add_gridspec(4, 2)
     reward_ax = figure.add_subplot(grid[0, 0])
     axes = [
         reward_ax,
@@ -240,13 +183,15 @@ def build_run_figure(
         figure.add_subplot(grid[1, 0], sharex=reward_ax),
         figure.add_subplot(grid[1, 1], sharex=reward_ax),
         figure.add_subplot(grid[2, :], sharex=reward_ax),  # full width: the panel with the most lines and a legend
+        figure.add_subplot(grid[3, :], sharex=reward_ax),
     ]
     window = _smoothing_window(history)
     _reward_panel(axes[0], history, window)
     _kl_panel(axes[1], history, kl_target, window)
     _kl_coef_panel(axes[2], history)
     _length_panel(axes[3], history, window)
-    _errors_panel(axes[4], history, window)
+    errors_panel(axes[4], history, window)
+    decision_panel(axes[5], history, window)
     from matplotlib.ticker import MaxNLocator
 
     reward_ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # shared by every panel: steps are whole numbers

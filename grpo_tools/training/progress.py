@@ -4,7 +4,10 @@ trl's `GRPOTrainer` logs about fifty metrics at every logging step, and transfor
 whole dictionary under the bar (`PrinterCallback` prints it when the bar is off), so the bar scrolls away between walls
 of text. `use_compact_progress` swaps those two callbacks for ones that write a single line a person can follow::
 
-    step 12/32 | reward 1.234 | format 0.906 exact 0.344 partial 0.562 | kl 0.0412 coef 0.0213 | 14.2 s/step
+    step 12/32 | reward 1.234 | format 0.906 exact 0.344 partial 0.562 | call rows: call 0.72 right 0.22 |
+    no-call rows: call 0.28 | kl 0.0412 coef 0.0213 | 14.2 s/step
+
+(one line in the terminal; the decision fields are each class of row's share of samples that call and that are right)
 
 Only what reaches the terminal changes: the full metrics still go to `trainer_state.json` (which `grpo-tools plot`
 draws) and to every `report_to` backend, which read the logs through their own callbacks.
@@ -40,11 +43,25 @@ def _reward_name(key: str) -> str:
     return name or key
 
 
+def _decision_parts(logs: Mapping[str, Any]) -> list[str]:
+    """`call rows: call 0.72 right 0.22` and `no-call rows: call 0.28`, from the `decision/` shares logged."""
+    parts = []
+    for label, prefix, fields in (
+        ("call rows", "decision/call_rows/", ("call", "right")),
+        ("no-call rows", "decision/no_call_rows/", ("call",)),
+    ):
+        shares = [f"{field} {text}" for field in fields if (text := _number(logs.get(prefix + field), 2)) is not None]
+        if shares:
+            parts.append(f"{label}: {' '.join(shares)}")
+    return parts
+
+
 def format_log_line(
     logs: Mapping[str, Any], step: int, max_steps: int | None, seconds_per_step: float | None = None
 ) -> str:
-    """One line for one logging step of GRPO: the step, the total reward, each reward function's mean, the KL and
-    the KL coefficient in force, and seconds per step; fields a run did not log are left out.
+    """One line for one logging step of GRPO: the step, the total reward, each reward function's mean, per class of
+    row the shares of samples that call and that are right, the KL and the KL coefficient in force, and seconds per
+    step; fields a run did not log are left out.
 
     >>> logs = {"reward": 1.25, "rewards/tool_exact_reward/mean": 0.5, "kl": 0.04, "kl_coef": 0.02, "loss": 0.1}
     >>> format_log_line(logs, step=3, max_steps=32, seconds_per_step=9.87)
@@ -72,6 +89,7 @@ def format_log_line(
     ]
     if rewards:
         parts.append(" ".join(rewards))
+    parts += _decision_parts(logs)
     kl = [
         f"{label} {text}"
         for label, key in (("kl", "kl"), ("coef", "kl_coef"))

@@ -106,7 +106,12 @@ def test_report_from_known_completions(eval_rows, tmp_path):
     assert report["rows"]["data"] == len(eval_rows) and report["rows"]["missing_prediction"] == 0
     assert report["errors"]["missed_call"] == sum(not r for r in right)
     assert report["rewards"]["tool_exact"] == pytest.approx(report["mean_reward"])
-    assert set(report["rewards"]) == {"tool_format", "tool_schema", "tool_exact", "tool_partial", "tool_bfcl"}
+    assert set(report["rewards"]) == {
+        "tool_format", "tool_schema", "tool_exact", "tool_partial", "tool_bfcl", "tool_decision",
+    }  # fmt: skip
+    # Gold calls where one is needed are right (+1), and an empty answer abstains (0) on a call row, is quiet (+1) on
+    # a no-call row: the decision reward's mean is the share of rows answered right.
+    assert report["rewards"]["tool_decision"] == pytest.approx(sum(right) / len(eval_rows))
     saved = json.loads((tmp_path / "known_report.json").read_text())
     assert saved == report
     predictions = read_json_lines(tmp_path / "known_predictions.jsonl")

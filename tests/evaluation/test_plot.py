@@ -22,7 +22,10 @@ from grpo_tools.evaluation.plot import (
 
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-TITLES = ["reward", "KL vs target", "KL coefficient", "completion length", "tool-call errors (tool_exact)"]
+TITLES = [
+    "reward", "KL vs target", "KL coefficient", "completion length", "tool-call errors (tool_exact)",
+    "decision to call (samples)",
+]  # fmt: skip
 STEPS = 30
 
 
@@ -47,6 +50,10 @@ def make_history(steps=STEPS, every=1):
                 "tool_exact/wrong_value": 0.1,
                 "tool_exact/wrong_type": 0.0,  # zero throughout: not drawn
                 "tool_format/parse_error": 0.5 - 0.01 * step,
+                "decision/call_rows/call": 0.3 + 0.02 * step,
+                "decision/call_rows/right": 0.01 * step,
+                "decision/no_call_rows/call": 0.6 - 0.02 * step,
+                "decision/no_call_rows/right": 0.4 + 0.02 * step,
             }
         )
     history.append({"step": steps, "train_runtime": 12.5, "train_loss": 0.1, "epoch": 1.0})  # the summary entry
@@ -86,7 +93,7 @@ def test_figure_panels_draw_the_logged_values():
     history = make_history()
     steps = list(range(1, STEPS + 1))
     figure = build_run_figure(history, kl_target=0.02)
-    reward, kl, kl_coef, length, errors = figure.axes
+    reward, kl, kl_coef, length, errors, decision = figure.axes
     assert [ax.get_title() for ax in figure.axes] == TITLES
 
     lines = lines_by_label(reward)
@@ -111,17 +118,24 @@ def test_figure_panels_draw_the_logged_values():
     assert set(lines) == {"parse error", "wrong value"}  # wrong_type is zero throughout
     np.testing.assert_allclose(lines["parse error"].get_ydata(), [0.5 - 0.01 * s for s in steps])
 
+    lines = lines_by_label(decision)
+    assert set(lines) == {"call rows: call", "call rows: right", "no-call rows: call"}
+    np.testing.assert_allclose(lines["call rows: call"].get_ydata(), [0.3 + 0.02 * s for s in steps])
+    np.testing.assert_allclose(lines["call rows: right"].get_ydata(), [0.01 * s for s in steps])
+    np.testing.assert_allclose(lines["no-call rows: call"].get_ydata(), [0.6 - 0.02 * s for s in steps])
+
 
 def test_missing_metrics_leave_not_logged_panels():
     history = [{"step": step, "loss": 0.1, "reward": 0.5} for step in (1, 2, 3)]
     figure = build_run_figure(history)
-    reward, kl, kl_coef, length, errors = figure.axes
+    reward, kl, kl_coef, length, errors, decision = figure.axes
     assert reward.get_lines()
     for ax, message in [
         (kl, "kl not logged"),
         (kl_coef, "kl_coef not logged"),
         (length, "completions/mean_length not logged"),
         (errors, "tool-call error kinds not logged"),
+        (decision, "decision/ shares not logged"),
     ]:
         assert not ax.get_lines()
         assert [text.get_text() for text in ax.texts] == [message]

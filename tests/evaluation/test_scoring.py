@@ -181,7 +181,7 @@ def test_cli_casts_qwen3_coder_values_by_the_schema_bare_or_wrapped(tmp_path, sc
 
 
 def test_scorer_choices_come_from_the_reward_registry():
-    assert list(SCORERS) == ["format", "schema", "exact", "partial", "bfcl"]
+    assert list(SCORERS) == ["format", "schema", "exact", "partial", "bfcl", "decision"]
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,8 @@ from grpo_tools.training.trainer import ToolGRPOTrainer
 
 
 LINE = re.compile(
-    r"^step (\d+)/2 \| reward -?\d+\.\d{3} \| format \d\.\d{3} exact \d\.\d{3} \| kl \S+ coef \S+ \| \d+\.\d s/step$"
+    r"^step (\d+)/2 \| reward -?\d+\.\d{3} \| format \d\.\d{3} exact \d\.\d{3} \| "
+    r"call rows: call \d\.\d\d right \d\.\d\d \| (no-call rows: call \d\.\d\d \| )?kl \S+ coef \S+ \| \d+\.\d s/step$"
 )
 
 
@@ -112,6 +113,23 @@ def test_swapping_twice_keeps_one_progress_callback(tiny_model_dir, small_data, 
             32,
             14.24,
             "step 12/32 | reward 1.500 | format 1.000 exact 0.250 partial 0.375 | kl 0.0412 coef 0.0213 | 14.2 s/step",
+        ),
+        # the decision to call, per class of row
+        (
+            {
+                "reward": 0.25,
+                "rewards/tool_decision_reward/mean": 0.25,
+                "decision/call_rows/call": 0.71875,
+                "decision/call_rows/right": 0.21875,
+                "decision/no_call_rows/call": 0.28125,
+                "decision/no_call_rows/right": 0.71875,
+                "kl": 0.05,
+            },
+            2,
+            12,
+            30.0,
+            "step 2/12 | reward 0.250 | decision 0.250 | call rows: call 0.72 right 0.22 | no-call rows: call 0.28 | "
+            "kl 0.0500 | 30.0 s/step",
         ),
         # beta 0: trl logs no KL and the coefficient is not adapted; the first log has no time yet
         ({"reward": 0.5, "rewards/tool_bfcl_reward/mean": 0.5}, 1, 10, None, "step 1/10 | reward 0.500 | bfcl 0.500"),
