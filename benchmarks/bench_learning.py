@@ -50,6 +50,8 @@ from benchmarks.common import RESULTS, quiet, write_result
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPE = REPO / "recipes" / "tiny" / "grpo" / "cpu.yaml"
+OLD_REWARDS = ["--reward_funcs", "tool_format", "tool_bfcl", "tool_partial", "--reward_weights", "0.2", "1.0", "0.5",
+               "--advantage_baseline", "group"]  # fmt: skip
 # Each arm: recipe overrides, as a function of the recipe's beta. The fixed arms turn the adaptive controller off.
 ARMS = {
     "adaptive": lambda beta: ["--adaptive_kl", "true", "--beta", str(beta)],
@@ -57,12 +59,17 @@ ARMS = {
     "fixed-init": lambda beta: ["--adaptive_kl", "false", "--beta", str(beta)],
     "fixed-10x": lambda beta: ["--adaptive_kl", "false", "--beta", str(10 * beta)],
     "no-gold": lambda beta: ["--adaptive_kl", "true", "--beta", str(beta), "--gold_in_group", "false"],
+    # The BFCL recipe's rewards before the decision reward (issue 60): format, BFCL's verdict and partial credit, trl's
+    # group baseline, trl's uniform shuffle (`no_call_share` unset, see OLD_REWARDS_UNSET).
+    "old-rewards": lambda beta: ["--adaptive_kl", "true", "--beta", str(beta), *OLD_REWARDS],
     # Not GRPO: supervised fine-tuning from the same warm start on the GRPO split's gold turns, a fresh LoRA adapter
     # of the recipe's shape, the warm start's learning rate and batch size, stopped after as many training seconds
     # as the `adaptive` run of the same seed took (run after it).
     "sft": lambda beta: [],
 }
 GRPO_ARMS = tuple(arm for arm in ARMS if arm != "sft")
+# Settings the old-rewards arm leaves unset, which no command-line value can express.
+OLD_REWARDS_UNSET = ("no_call_share",)
 
 
 def parse_recipe(recipe: str | os.PathLike[str], overrides: list[str]) -> tuple[Any, Any, Any]:
@@ -234,6 +241,15 @@ def warm_start_once(
     return str(folder), time.perf_counter() - start
 
 
+def parse_arm(recipe: str, overrides: list[str], arm: str) -> tuple[Any, Any, Any]:
+    """The recipe parsed with an arm's command-line overrides (`ARMS[arm]` among them), and the settings the
+    old-rewards arm leaves unset."""
+    script_args, training_args, model_args = parse_recipe(recipe, overrides)
+    for name in OLD_REWARDS_UNSET if arm == "old-rewards" else ():
+        setattr(training_args, name, None)
+    return script_args, training_args, model_args
+
+
 def run_arm(
     recipe: str,
     overrides: list[str],
@@ -258,7 +274,7 @@ def run_arm(
     arm_overrides = [*overrides, *ARMS[arm](beta), "--seed", str(seed), "--model_name_or_path", warm_dir]
     arm_overrides += ["--output_dir", str(work_dir / f"{arm}-seed{seed}"), "--save_strategy", "no"]
     arm_overrides += ["--logging_steps", "1", "--disable_tqdm", "true", "--warmup_sft_epochs", "0"]
-    script_args, training_args, model_args = parse_recipe(recipe, arm_overrides)
+    script_args, training_args, model_args = parse_arm(recipe, arm_overrides, arm)
     tokenizer = AutoTokenizer.from_pretrained(warm_dir)
     callback = _eval_callback(
         tokenizer, rows["eval"], script_args, training_args, eval_every, f"{arm:<11} seed {seed}"
@@ -596,7 +612,7 @@ def arm_labels(result: dict[str, Any]) -> dict[str, str]:
     adaptive = f"adaptive, {controller['rule']}, target {controller['target']:g}" if controller else "adaptive"
     return {"adaptive": f"{adaptive} (from {beta:g})", "fixed-0": "fixed 0", "fixed-init": f"fixed {beta:g}",
             "fixed-10x": f"fixed {10 * beta:g}", "no-gold": "adaptive, no gold turn in the group",
-            "sft": "supervised, same seconds"}  # fmt: skip
+            "old-rewards": "adaptive, the earlier rewards", "sft": "supervised, same seconds"}  # fmt: skip
 
 
 def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
@@ -606,7 +622,8 @@ def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = dict(zip(ARMS, ["tab:blue", "tab:gray", "tab:orange", "tab:red", "tab:purple", "tab:brown"], strict=True))
+    colors = dict(zip(ARMS, ["tab:blue", "tab:gray", "tab:orange", "tab:red", "tab:purple", "tab:green", "tab:brown"],
+                      strict=True))  # fmt: skip
     labels = arm_labels(result)
     figure, axes = plt.subplots(2, 3, figsize=(16, 9))
     by_category = "by_category" in result.get("warm_start", {})
