@@ -154,8 +154,8 @@ eval-bfcl-ast: $(STAMP)
 # (adaptive), GRPO without the gold turn in each group (no-gold) and supervised fine-tuning on the GRPO split's gold
 # turns for as many training seconds as the recipe's run of the same seed (sft); 3 seeds, two one-thread runs at a
 # time; JSON and PNG in benchmarks/results/learning-bfcl.*. With other rewards in BENCH_ARGS, the `old-rewards` arm
-# (--arms adaptive old-rewards sft) keeps the recipe's own: format, BFCL's verdict, partial credit, the group baseline. The adaptive-against-fixed KL arms:
-# BENCH_ARGS="--arms adaptive fixed-0 fixed-init fixed-10x". The warm start is made once in
+# (--arms adaptive old-rewards sft) keeps the recipe's own: format, BFCL's verdict, partial credit, the group
+# baseline. The adaptive-against-fixed KL arms: BENCH_ARGS="--arms adaptive fixed-0 fixed-init fixed-10x". The warm start is made once in
 # outputs/bench-learning-bfcl/ and reused while the settings it reads, its rows and the base model are the same.
 BENCH_ARGS ?=
 bench-learning: $(BFCL_TASK)/manifest.json
