@@ -155,8 +155,9 @@ eval-bfcl-ast: $(STAMP)
 # turns for as many training seconds as the recipe's run of the same seed (sft); 3 seeds, two one-thread runs at a
 # time; JSON and PNG in benchmarks/results/learning-bfcl.*. With other rewards in BENCH_ARGS, the `old-rewards` arm
 # (--arms adaptive old-rewards sft) keeps the recipe's own: format, BFCL's verdict, partial credit, the group
-# baseline. The adaptive-against-fixed KL arms: BENCH_ARGS="--arms adaptive fixed-0 fixed-init fixed-10x". The warm start is made once in
-# outputs/bench-learning-bfcl/ and reused while the settings it reads, its rows and the base model are the same.
+# baseline. The adaptive-against-fixed KL arms: BENCH_ARGS="--arms adaptive fixed-0 fixed-init fixed-10x". The warm
+# start is made once in outputs/bench-learning-bfcl/ and reused while the settings it reads, its rows and the base
+# model are the same.
 BENCH_ARGS ?=
 bench-learning: $(BFCL_TASK)/manifest.json
 	$(BIN)/python -m benchmarks.bench_learning --recipe recipes/SmolLM2-135M-Instruct/grpo/bfcl.yaml --jobs 2 \

@@ -183,7 +183,8 @@ def decision_counts(
 ) -> DecisionCounts:
     """Count the decision of each sampled completion (`sampled` false: a gold turn, left out) on its row; right is
     the decision reward's right call (by `judge`) on a call row, and no call on a no-call row."""
-    from grpo_tools.rewards import decision_outcome, make_gold, parse_tool_calls
+    from grpo_tools.rewards import decision_outcome, make_gold
+    from grpo_tools.rewards.scorers import parse_completion
 
     counts = DecisionCounts()
     for completion, row, is_sample in zip(completions, rows, sampled, strict=True):
@@ -191,7 +192,7 @@ def decision_counts(
             continue
         text = completion if isinstance(completion, str) else _last_text(completion)
         gold = make_gold(row["tools"], row["answers"], row.get("possible_answers"), f"id={row.get('id')}")
-        outcome, _ = decision_outcome(parse_tool_calls(text), gold, judge)
+        outcome, _ = decision_outcome(parse_completion(text, gold), gold, judge)
         if outcome in ("quiet", "unexpected"):
             counts.no_call_rows += 1
             counts.no_call_rows_called += outcome == "unexpected"

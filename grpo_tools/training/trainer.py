@@ -206,6 +206,7 @@ class ToolGRPOTrainer(DecisionHooks, GRPOHooks):
             self._log_decision(inputs, completions)
         return rewards
 
+    # The batch: gold turns, the advantage's baseline, zero-variance filtering.
     def generate_and_score(self, inputs: Any) -> dict[str, Any]:
         gold = getattr(self.args, "gold_in_group", False)
         self._gold_texts = [row.get("gold_completion") for row in inputs] if gold else None
