@@ -38,7 +38,7 @@ from grpo_tools.training.configs import ConfigError
 from grpo_tools.training.decision import DecisionHooks
 from grpo_tools.training.kl import AdaptiveKLController
 from grpo_tools.training.trl_compat import GRPOHooks, TurnInputs, check_trl_version
-from grpo_tools.training.vllm_sync import prepare_vllm_generation
+from grpo_tools.training.vllm_sync import check_vllm_policy, prepare_vllm_generation
 
 
 __all__ = ["KL_STATE_FILE", "ToolGRPOTrainer", "TrainingDivergedError"]
@@ -73,6 +73,8 @@ class ToolGRPOTrainer(DecisionHooks, GRPOHooks):
         multi_turn = [name for name in _MULTI_TURN_ARGUMENTS if kwargs.get(name) is not None]
         if getattr(config, "gold_in_group", False) and multi_turn:
             raise ConfigError(f"gold_in_group needs single-turn rollouts; this trainer is given {multi_turn}")
+        model = kwargs["model"] if "model" in kwargs else args[0]
+        check_vllm_policy(model, kwargs.get("peft_config"), config)  # before minutes of loading and vLLM's start-up
         super().__init__(*args, **kwargs)
         prepare_vllm_generation(self)  # a LoRA model's weights reach vLLM merged into copies, its base left intact
         config = self.args

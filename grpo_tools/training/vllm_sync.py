@@ -25,7 +25,7 @@ from torch import nn
 from grpo_tools.training.configs import ConfigError
 
 
-__all__ = ["check_dropout_with_vllm", "merged_weights", "prepare_vllm_generation", "unmergeable_layers"]
+__all__ = ["check_vllm_policy", "merged_weights", "prepare_vllm_generation", "unmergeable_layers"]
 
 logger = logging.getLogger(__name__)
 
@@ -109,28 +109,79 @@ def merged_weights(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
         yield name, parameter.data if merged is None else merged
 
 
-def check_dropout_with_vllm(trainer: Any) -> None:
-    """Refuse a vLLM run whose policy keeps dropout (called after trl applied `disable_dropout`, so any dropout left is
-    one the run asked to keep): trl recomputes the old log-probabilities in train mode, so with dropout the importance-sampling ratio against vLLM's
-    dropout-free sampling log-probabilities is noise even on-policy, and a sequence-level mask sums it over tokens."""
-    kept = sorted({module.p for module in trainer.model.modules() if isinstance(module, nn.Dropout) and module.p > 0})
-    if trainer.use_vllm and kept:
-        raise ConfigError(
+def _policy_problem(policy: nn.Module) -> str | None:
+    """Why vLLM would sample from another policy than the one trained, or None: a dropout left on (trl recomputes the
+    old log-probabilities in train mode, so with dropout the importance-sampling ratio against vLLM's dropout-free
+    sampling log-probabilities is noise even on-policy, and a sequence-level mask sums it over tokens), or a LoRA bias
+    on a layer whose base has none (vLLM's copy of the layer has no bias to add it to; peft's own merge raises)."""
+    from peft.tuners.lora import LoraLayer
+
+    kept = sorted({module.p for module in policy.modules() if isinstance(module, nn.Dropout) and module.p > 0})
+    if kept:
+        return (
             f"use_vllm with disable_dropout: false and dropout {kept} in the model (lora_dropout, or the model's own): "
             "trl recomputes the log-probabilities with dropout on, so the importance-sampling ratio against vLLM's "
             "samples is not 1 even on-policy; set disable_dropout: true (the default) or lora_dropout: 0.0"
         )
+    unbiased = [
+        name.removeprefix("base_model.model.")
+        for name, module in policy.named_modules()
+        if isinstance(module, LoraLayer)
+        and any(module.lora_bias.get(adapter) for adapter in _adapters(module))
+        and getattr(module.get_base_layer(), "bias", None) is None
+    ]
+    if unbiased:
+        return (
+            f"use_vllm with lora_bias on {len(unbiased)} layers whose base layer has no bias ({unbiased[0]}, ...): "
+            "vLLM's copy of the model has no bias there to take the adapter's, so it would sample from another policy "
+            "than the one trained; set lora_bias: false, or target only layers with a bias"
+        )
+    return None
+
+
+def check_vllm_policy(model: Any, peft_config: Any, args: Any) -> None:
+    """Refuse, before the model loads and vLLM starts, a vLLM run whose policy keeps dropout (`disable_dropout: false`
+    with a dropout in the model or `lora_dropout`) or puts a LoRA bias where the base layer has none. `model` is what
+    the trainer is given (a name or path, or a model, whose config is read); the policy is built on the meta device
+    from that config, with `peft_config` applied, so no weight is loaded."""
+    import copy
+
+    from peft import get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    keeps_dropout = not getattr(args, "disable_dropout", True)
+    if not getattr(args, "use_vllm", False) or not (keeps_dropout or getattr(peft_config, "lora_bias", False)):
+        return
+    load = args.model_init_kwargs or {}
+    remote = {"trust_remote_code": bool(load.get("trust_remote_code", getattr(args, "trust_remote_code", False)))}
+    if isinstance(model, nn.Module) and peft_config is None:
+        policy = model  # loaded already (a PeftModel carries its adapter): read as it is
+    else:
+        config = (
+            model.config
+            if isinstance(model, nn.Module)
+            else AutoConfig.from_pretrained(model, revision=load.get("revision"), **remote)
+        )
+        with torch.device("meta"):
+            policy = AutoModelForCausalLM.from_config(config, **remote)
+        if peft_config is not None:
+            policy = get_peft_model(policy, copy.deepcopy(peft_config))
+    problem = _policy_problem(policy)
+    if problem:
+        raise ConfigError(problem)
 
 
 def prepare_vllm_generation(trainer: Any) -> None:
-    """After trl built `trainer.vllm_generation`: refuse dropout, and sync a LoRA model's weights to vLLM through
-    merged copies."""
+    """After trl built `trainer.vllm_generation`: sync a LoRA model's weights to vLLM through merged copies. (What
+    `check_vllm_policy` refused at start-up is checked again on the policy as trl loaded it.)"""
     from peft import PeftModel
     from trl.generation.vllm_generation import VLLMGeneration
 
     from grpo_tools.training.trl_compat import sync_vllm_from_copies
 
-    check_dropout_with_vllm(trainer)
+    problem = _policy_problem(trainer.model) if trainer.use_vllm else None
+    if problem:
+        raise ConfigError(problem)
     generation = trainer.vllm_generation if trainer.use_vllm else None
     # trl's generation class only (a substitute, such as the tests' stub, keeps its own sync), of a peft model.
     if not (isinstance(generation, VLLMGeneration) and isinstance(generation.model, PeftModel)):

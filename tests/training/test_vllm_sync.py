@@ -4,7 +4,7 @@ what it would broadcast). On the tiny model in bfloat16, with an adapter that mo
 the base weights (the KL reference: the base with the adapter disabled) stay bit-identical over many syncs, and vLLM
 receives the merged weights W + BA x scaling, within bf16 rounding, under the plain model's parameter names; the
 copies are bit-identical to peft's own merge. A LoRA variant (DoRA) keeps trl's sync and says so; a vLLM run whose
-policy keeps dropout is refused at start-up."""
+policy keeps dropout, or puts a LoRA bias on a layer without a base bias, is refused before vLLM starts."""
 
 import copy
 import logging
@@ -163,13 +163,56 @@ def test_many_syncs_leave_the_base_weights_bit_identical_on_cuda(tiny_model_dir,
     check_syncs(trainer, tiny_model_dir)
 
 
-def test_a_vllm_run_that_keeps_dropout_is_refused(tiny_model_dir, small_data, tmp_path, monkeypatch):
+@pytest.fixture
+def vllm_starts(monkeypatch):
+    """The vLLM engines started in a test (a refusal at start-up comes before any)."""
+    started = []
+    original = FakeLLM.__init__
+
+    def recording(self, **kwargs):
+        started.append(kwargs)
+        original(self, **kwargs)
+
+    monkeypatch.setattr(FakeLLM, "__init__", recording)
+    return started
+
+
+def test_a_vllm_run_that_keeps_dropout_is_refused_before_vllm_starts(
+    tiny_model_dir, small_data, tmp_path, monkeypatch, vllm_starts
+):
     dropout = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05, target_modules="all-linear", task_type="CAUSAL_LM")
     with pytest.raises(ConfigError, match=r"use_vllm with disable_dropout: false .*0\.05.*lora_dropout: 0\.0"):
         lora_vllm_trainer(
             tiny_model_dir, small_data["train"], tmp_path, monkeypatch, "colocate", peft_config=dropout,
             disable_dropout=False,
         )  # fmt: skip
+    assert vllm_starts == []
+
+
+def test_a_lora_bias_where_the_base_layer_has_none_is_refused_before_vllm_starts(
+    tiny_model_dir, small_data, tmp_path, monkeypatch, vllm_starts
+):
+    """vLLM's copy of o_proj has no bias to take the adapter's (peft's own merge raises there): vLLM would sample from
+    another policy. On q, k and v, which have a base bias, the adapter's bias reaches vLLM merged."""
+    everywhere = LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", lora_bias=True, task_type="CAUSAL_LM")
+    with pytest.raises(
+        ConfigError, match=r"lora_bias on \d+ layers whose base layer has no bias \(model\.layers\.0\."
+    ):
+        lora_vllm_trainer(
+            tiny_model_dir, small_data["train"], tmp_path, monkeypatch, "colocate", peft_config=everywhere
+        )
+    assert vllm_starts == []
+    biased = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], lora_bias=True, task_type="CAUSAL_LM")
+    trainer = lora_vllm_trainer(
+        tiny_model_dir, small_data["train"], tmp_path, monkeypatch, "colocate", "float32", peft_config=biased
+    )
+    layer = trainer.model.base_model.model.model.layers[0].self_attn.q_proj
+    with torch.no_grad():
+        layer.lora_B["default"].bias.fill_(0.5)
+    trainer.vllm_generation.sync_weights()
+    received = received_weights(trainer)["model.layers.0.self_attn.q_proj.bias"]
+    expected = layer.base_layer.bias + 0.5 * layer.scaling["default"]
+    torch.testing.assert_close(received, expected)
 
 
 def test_the_copies_are_bit_identical_to_peft_s_own_merge(tiny_model_dir):
