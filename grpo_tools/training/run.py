@@ -14,7 +14,6 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,53 +21,12 @@ from grpo_tools.data.prompts import load_rows, prompt_dataset
 from grpo_tools.tools.environments import is_multi_turn, make_environment_factory
 from grpo_tools.tools.trajectories import multi_turn_dataset
 from grpo_tools.training.configs import ConfigError, check_rows_fill_a_step, model_init_kwargs, tokenizer_kwargs
+from grpo_tools.training.held_out import held_out_evaluator
 from grpo_tools.training.reward_funcs import training_rewards
+from grpo_tools.training.sharding import check_sharded_run
 
 
 logger = logging.getLogger(__name__)
-
-
-def _evaluate(model: Any, tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any, label: str) -> Any:
-    """The held-out report, generated with the rows shared out between the processes; written by the main process,
-    which alone returns it (None on the others)."""
-    from accelerate import PartialState
-
-    from grpo_tools.evaluation.evaluate import evaluate_model
-    from grpo_tools.evaluation.generation import generate_completions_shared, row_prompts, spread_completions
-
-    max_new_tokens = training_args.max_completion_length or 256
-    prompts, _ = row_prompts(tokenizer, rows)  # None where the template cannot render a row: scored as a failure
-    generated = generate_completions_shared(model, tokenizer, [prompt for prompt in prompts if prompt is not None],
-                                            script_args.eval_batch_size, max_new_tokens,
-                                            not training_args.disable_tqdm, f"{label}: generating",
-                                            cpu_fast_path=training_args.cpu_fast_path)  # fmt: skip
-    completions = spread_completions(generated, prompts, num_samples=1)
-    if not PartialState().is_main_process:
-        return None
-    return evaluate_model(model, tokenizer, rows, training_args.output_dir, scorer=script_args.eval_scorer,
-                          label=label, completions=completions)  # fmt: skip
-
-
-def _evaluate_multi_turn(
-    model: Any, tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any, label: str
-) -> Any:
-    """Outcome accuracy on multi-turn rows: greedy rollouts through the same environments as training, under trl's
-    budget (`max_completion_length` for the whole trajectory) and turn limit."""
-    from grpo_tools.tools.rollouts import evaluate_multi_turn
-
-    iterations = training_args.max_tool_calling_iterations
-    return evaluate_multi_turn(
-        model,
-        tokenizer,
-        rows,
-        training_args.output_dir,
-        label=label,
-        batch_size=script_args.eval_batch_size,
-        max_new_tokens=training_args.max_completion_length or 256,
-        max_turns=iterations + 1 if iterations is not None else 8,
-        timeout=training_args.tool_timeout,
-        progress=not training_args.disable_tqdm,
-    )
 
 
 def write_run_info(
@@ -176,12 +134,15 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
     from grpo_tools import fastpath
     from grpo_tools.training.warm_start import renderable_rows, warm_started_model
 
-    # Config: the Hub repo is checked now rather than after hours of training
+    # Config: the Hub repo, a sharded engine's limits and the checkpoint resumed are checked now rather than after
+    # minutes of loading or hours of training
     set_seed(training_args.seed)
     if fastpath.enabled(training_args.cpu_fast_path, training_args.device):
         fastpath.keep_freed_memory()
     hub_repo = hub_target(training_args)
+    check_sharded_run(script_args, training_args)
     resume = _resume_from(training_args.resume_from_checkpoint)
+    check_resume(resume, training_args.output_dir, training_args.max_steps)
 
     # Data
     train_rows, eval_rows = _load_data(script_args, training_args)
@@ -197,15 +158,15 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
 
     # Trainer: a fresh LoRA adapter is the identity, so evaluating before training measures the starting model
     trainer = build_trainer(model_path, tokenizer, train_rows, training_args, model_args)
-    evaluate = _evaluator(trainer, tokenizer, eval_rows, script_args, training_args)
-    before = evaluate(trainer.model, "before")
+    evaluate = held_out_evaluator(trainer, tokenizer, eval_rows, script_args, training_args)
+    before = evaluate("before")
 
     # Train and save
     trainer.train(resume_from_checkpoint=resume or None)
     _save(trainer, tokenizer, script_args, training_args, model_args, argv, is_multi_turn(train_rows))
 
     # Evaluate: held-out accuracy after, compared with before; the training curves
-    after = evaluate(trainer.accelerator.unwrap_model(trainer.model), "after")
+    after = evaluate("after")
     if before and after:
         from grpo_tools.evaluation.compare import write_comparison
 
@@ -225,6 +186,25 @@ def _resume_from(resume: Any) -> Any:
     if isinstance(resume, str) and resume.lower() in ("true", "false", "yes", "no", "1", "0", ""):
         return resume.lower() in ("true", "yes", "1")
     return resume
+
+
+def check_resume(resume: Any, output_dir: str, max_steps: int) -> None:
+    """Refuse to resume a run whose checkpoint has already reached `max_steps`: it would train 0 steps and exit as
+    if it had trained. `resume` is True (the last checkpoint in `output_dir`) or a checkpoint folder."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    if not resume or max_steps <= 0:
+        return
+    checkpoint = get_last_checkpoint(output_dir) if resume is True and os.path.isdir(output_dir) else resume
+    state_file = Path(str(checkpoint), "trainer_state.json") if checkpoint else None
+    if state_file is None or not state_file.is_file():
+        return  # no checkpoint to read: transformers says so when training starts
+    step = json.loads(state_file.read_text()).get("global_step", 0)
+    if step >= max_steps:
+        raise ConfigError(
+            f"resume_from_checkpoint: {checkpoint} is at step {step} and max_steps is {max_steps}, so nothing would "
+            f"train; raise max_steps (for example --max_steps {step + max_steps}) to train on from it"
+        )
 
 
 def _load_data(script_args: Any, training_args: Any) -> tuple[list[dict], list[dict] | None]:
@@ -290,21 +270,6 @@ def build_trainer(
     for function, weight in added_rewards:
         trainer.add_reward_func(function, weight)
     return trainer
-
-
-def _evaluator(
-    trainer: Any, tokenizer: Any, eval_rows: list[dict] | None, script_args: Any, training_args: Any
-) -> Callable[[Any, str], Any]:
-    """`evaluate(model, label)`: the held-out report on the main process, or None on the others, without eval data,
-    or for multi-turn rows in a distributed run."""
-    if eval_rows is None:
-        return lambda model, label: None
-    multi_turn = is_multi_turn(eval_rows)
-    if multi_turn and trainer.accelerator.num_processes > 1:
-        logger.warning("multi-turn evaluation around training runs in single-process runs only; use `grpo-tools eval`")
-        return lambda model, label: None
-    evaluator = _evaluate_multi_turn if multi_turn else _evaluate
-    return lambda model, label: evaluator(model, tokenizer, eval_rows, script_args, training_args, label)
 
 
 def _save(

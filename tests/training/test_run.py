@@ -331,3 +331,21 @@ def test_skip_trains_without_the_rows_the_chat_template_cannot_render(
         report = json.loads((tmp_path / "out" / f"{label}_report.json").read_text())
         assert report["rows"]["data"] == 4 and report["rows"]["unrenderable"] == 2
         assert [row["id"] for row in report["unrenderable"]] == ["hermes-b-1", "hermes-b-2"]
+
+
+def test_resuming_a_run_already_at_max_steps_is_refused_instead_of_training_nothing(
+    tiny_model_dir, small_data, tmp_path, capsys
+):
+    recipe = write_recipe(
+        tmp_path / "r.yaml", tiny_model_dir, small_data["train"], tmp_path / "out", max_steps=1, save_steps=1
+    )
+    assert cli(["train", "--config", recipe]) == 0
+    assert (tmp_path / "out" / "checkpoint-1" / "trainer_state.json").is_file()
+    capsys.readouterr()
+    assert cli(["train", "--config", recipe, "--resume_from_checkpoint", "true"]) == 2
+    message = capsys.readouterr().err
+    assert "checkpoint-1 is at step 1 and max_steps is 1, so nothing would train" in message
+    assert "--max_steps 2" in message
+    # With more steps to go, the same resume trains on from the checkpoint
+    assert cli(["train", "--config", recipe, "--resume_from_checkpoint", "true", "--max_steps", "2"]) == 0
+    assert json.loads((tmp_path / "out" / "trainer_state.json").read_text())["global_step"] == 2
