@@ -15,6 +15,7 @@ from grpo_tools.models.adapters import WARM_ADAPTER_DIR
 from grpo_tools.tools.environments import is_multi_turn
 from grpo_tools.tools.trajectories import sft_example
 from grpo_tools.training.configs import ConfigError, model_init_kwargs
+from grpo_tools.training.sharding import check_warm_start_visible
 
 
 __all__ = ["renderable_rows", "sft_dataset", "sft_trainer", "train_sft", "warm_start", "warm_started_model"]
@@ -142,7 +143,8 @@ def warm_start(
     trained and merged into the weights, so the folder holds a plain model either way, and the adapter is kept in its
     `lora/` subfolder.
 
-    With several processes, the main process alone writes the folder, and every process returns once it is written."""
+    With several processes, the main process alone writes the folder, and every process returns once it is written
+    (transformers 5 writes model weights from global rank 0 alone, whatever `save_on_each_node` says)."""
     trainer = sft_trainer(model_path, tokenizer, rows, script_args, training_args, output_dir, model_args)
     train_sft(trainer, training_args.cpu_fast_path)
     main = trainer.accelerator.is_main_process
@@ -172,15 +174,17 @@ def warm_started_model(
     """The model GRPO starts from: `model_path` itself, or with `warmup_sft_epochs` its warm-started copy in
     `output_dir/warmup`, trained on `warmup_sft_data` (else the training rows) or, when resuming, reused if its model
     was written (`config.json`)."""
-    from accelerate import PartialState
+    from accelerate.utils import gather_object
 
     if script_args.warmup_sft_epochs <= 0:
         return model_path
     warm_path = os.path.join(training_args.output_dir, "warmup")
     warm_rows = load_rows(script_args.warmup_sft_data) if script_args.warmup_sft_data else train_rows
-    reuse = resuming and os.path.isfile(os.path.join(warm_path, "config.json"))
-    # Every process decides before any starts a warm start, which creates the folder (with several, on a shared disk).
-    PartialState().wait_for_everyone()
-    if reuse:
+    # Reused only where every process sees its model (nodes may not share a disk); every process decides before any
+    # starts a warm start, which creates the folder.
+    found = resuming and os.path.isfile(os.path.join(warm_path, "config.json"))
+    if all(gather_object([found])):
         return warm_path
-    return warm_start(model_path, tokenizer, warm_rows, script_args, training_args, warm_path, model_args)
+    warm_start(model_path, tokenizer, warm_rows, script_args, training_args, warm_path, model_args)
+    check_warm_start_visible(warm_path)
+    return warm_path

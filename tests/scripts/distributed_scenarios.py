@@ -2,7 +2,7 @@
 another in the same two processes (one launch, since starting the processes costs more than the scenarios), each
 writing what it saw to OUT/<scenario>.rank<N>.json. A scenario that raises records the error and the next one runs.
 
-Usage: distributed_scenarios.py MODEL_DIR TRAIN_JSONL EVAL_JSONL OUT [SCENARIO ...]   (all of them by default)
+Usage: distributed_scenarios.py MODEL_DIR TRAIN_JSONL EVAL_JSONL OUT [SCENARIO ...]   (all of SCENARIOS by default)
 """
 
 import functools
@@ -18,7 +18,7 @@ import torch
 import yaml
 from accelerate import PartialState
 from peft import LoraConfig
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, TrainerCallback
 
 from grpo_tools.data.prompts import load_rows, prompt_dataset
 from grpo_tools.evaluation.generation import generate_completions, generate_completions_shared
@@ -119,7 +119,7 @@ def resume_accumulation_2(model_dir, train_path, eval_path, out):
     return trained(grpo, resume=f"{out}/acc2/checkpoint-2")
 
 
-def _recipe(model_dir, train_path, eval_path, out):
+def _recipe(model_dir, train_path, eval_path, out, **overrides):
     recipe = {
         "model_name_or_path": model_dir, "dataset_name": train_path, "eval_data": eval_path, "eval_batch_size": 5,
         "use_peft": True, "lora_r": 8, "lora_alpha": 16, "lora_target_modules": "all-linear", "dtype": "float32",
@@ -127,29 +127,59 @@ def _recipe(model_dir, train_path, eval_path, out):
         "reward_funcs": ["tool_format", "tool_partial"], "num_generations": 4, "per_device_train_batch_size": 4,
         "max_completion_length": 12, "learning_rate": 1e-2, "beta": 0.01, "kl_target": 0.001, "use_cpu": True,
         "bf16": False, "gradient_checkpointing": False, "output_dir": f"{out}/run", "logging_steps": 1,
-        "save_steps": 1, "report_to": "none", "disable_tqdm": True, "seed": 0,
+        "save_steps": 1, "report_to": "none", "disable_tqdm": True, "seed": 0, **overrides,
     }  # fmt: skip
     path = Path(out, "recipe.yaml")
-    if PartialState().is_main_process:
+    if PartialState().is_local_main_process:
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(recipe))
     PartialState().wait_for_everyone()
     return str(path)
 
 
-def _watched_run(argv, out, delay_rank_1=0.0):
+class StepsTrained(TrainerCallback):
+    """The global step after each optimizer step this process trains."""
+
+    def __init__(self):
+        self.steps = []
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.steps.append(state.global_step)
+
+
+def _watched_run(argv, out, delay_rank_1=0.0, run_dir="run"):
     """`grpo_tools.training.run.run` on the parsed recipe, recording which process writes into `run/warmup` (and
-    making the main process's writes there slow, so that a process that does not wait for them reads too early)."""
+    making the main process's writes there slow, so that a process that does not wait for them reads too early), the
+    prompts each process generates for the held-out evaluation, and the steps it trains."""
     from peft import PeftModel
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
     from trl import TrlParser
 
+    from grpo_tools.evaluation import generation
+    from grpo_tools.training import run as run_module
     from grpo_tools.training import warm_start
     from grpo_tools.training.configs import ModelConfig, ToolScriptArguments
-    from grpo_tools.training.run import run
 
     state = PartialState()
-    warm = os.path.realpath(f"{out}/run/warmup")
+    warm = os.path.realpath(f"{out}/{run_dir}/warmup")
     writes = []
+    generated = []  # (description, prompts) of each call, on this process
+    trained = StepsTrained()
+
+    def recorded_generation(original):
+        @functools.wraps(original)
+        def generate_completions(model, tokenizer, prompts, *args, **kwargs):
+            generated.append([kwargs.get("description", args[3] if len(args) > 3 else ""), list(prompts)])
+            return original(model, tokenizer, prompts, *args, **kwargs)
+
+        return generate_completions
+
+    def with_callback(original):
+        @functools.wraps(original)
+        def build_trainer(*args, **kwargs):
+            return original(*args, **{**kwargs, "callbacks": [trained]})
+
+        return build_trainer
 
     def watched(original):
         @functools.wraps(original)
@@ -174,19 +204,26 @@ def _watched_run(argv, out, delay_rank_1=0.0):
     patched = [(PreTrainedModel, "save_pretrained"), (PeftModel, "save_pretrained"),
                (PreTrainedTokenizerBase, "save_pretrained")]  # fmt: skip
     originals = [getattr(owner, name) for owner, name in patched]
-    original_warm = warm_start.warm_started_model
+    modules = [(warm_start, "warm_started_model", delayed), (generation, "generate_completions", recorded_generation),
+               (run_module, "build_trainer", with_callback)]  # fmt: skip
+    module_originals = [getattr(module, name) for module, name, _ in modules]
     for (owner, name), original in zip(patched, originals, strict=True):
         setattr(owner, name, watched(original))
-    warm_start.warm_started_model = delayed(original_warm)
+    for (module, name, wrap), original in zip(modules, module_originals, strict=True):
+        setattr(module, name, wrap(original))
     try:
         parser = TrlParser((ToolScriptArguments, ToolGRPOConfig, ModelConfig))
         script_args, training_args, model_args = parser.parse_args_and_config(args=argv)
-        reports = run(script_args, training_args, model_args, argv)
+        reports = run_module.run(script_args, training_args, model_args, argv)
     finally:
         for (owner, name), original in zip(patched, originals, strict=True):
             setattr(owner, name, original)
-        warm_start.warm_started_model = original_warm
-    return {"warmup_writes": writes, "reports": reports, "world": state.num_processes}
+        for (module, name, _), original in zip(modules, module_originals, strict=True):
+            setattr(module, name, original)
+    return {
+        "warmup_writes": writes, "reports": reports, "world": state.num_processes, "generated": generated,
+        "steps_trained": trained.steps,
+    }  # fmt: skip
 
 
 def warm_start_run(model_dir, train_path, eval_path, out):
@@ -205,6 +242,14 @@ def warm_start_resume(model_dir, train_path, eval_path, out):
     PartialState().wait_for_everyone()  # the main process has written trainer_state.json
     result["global_step"] = json.loads(Path(out, "run", "trainer_state.json").read_text())["global_step"]
     return result
+
+
+def nodes_on_own_disks(model_dir, train_path, eval_path, out):
+    """Two nodes of one process each (`torchrun --nnodes 2`), each with a disk of its own: the same relative run
+    folder is OUT/node<N>/run on node N."""
+    node_out = f"{out}/node{os.environ['GROUP_RANK']}"
+    recipe = _recipe(model_dir, train_path, eval_path, node_out, eval_data=None)
+    return _watched_run(["--config", recipe, "--max_steps", "1"], node_out)
 
 
 class EchoModel(torch.nn.Module):
@@ -248,9 +293,14 @@ SCENARIOS = [
 ]  # fmt: skip
 
 
+# Run by name only, under `torchrun --nnodes 2 --nproc_per_node 1` (tests/training/test_nodes.py).
+NODE_SCENARIOS = [nodes_on_own_disks]
+
+
 def main(model_dir: str, train_path: str, eval_path: str, out: str, *names: str) -> None:
     state = PartialState(cpu=True)
-    for scenario in [scenario for scenario in SCENARIOS if not names or scenario.__name__ in names]:
+    chosen = [scenario for scenario in SCENARIOS + NODE_SCENARIOS if scenario.__name__ in names]
+    for scenario in chosen if names else SCENARIOS:
         started = time.monotonic()
         try:
             result = scenario(model_dir, train_path, eval_path, out)

@@ -1,8 +1,9 @@
 """Tests of training in two CPU processes (torchrun over gloo), as on several GPUs: both processes feed their KL
 controllers the same KL at every step, with gradient accumulation 1 and 2 and across a resume; gold turns land in the
 last slot of each group when a group spans the processes; a loss or reward that diverges on one process stops both;
-the warm start is written once, by the main process, and the others wait for it; and the evaluation before and after
-training is split over the processes and gives one report, the one a single process gives.
+the warm start is written once, by the main process, and the others wait for it; a resumed run trains on from its
+checkpoint's step; and the evaluation before and after training is split over the processes (each generates its own
+half of the rows) and gives one report, the one a single process gives.
 
 One launch (tests/scripts/distributed_scenarios.py) runs every scenario in the same two processes, since starting
 them costs more than the scenarios; each test reads its scenario's results."""
@@ -107,8 +108,11 @@ def test_the_warm_start_is_written_by_the_main_process_and_waited_for(launch):
         ranks = launch(name)
         writers = {rank for result in ranks for rank, _ in result["warmup_writes"]}
         assert writers == {0}, name  # each process wrote its own copy of the same folder
-    # Resuming, the warm start whose model was never written was trained again (once), and the run went on.
-    assert [rank["global_step"] for rank in launch("warm_start_resume")] == [2, 2]
+    # Resuming, the warm start whose model was never written was trained again (once), and the run went on from the
+    # checkpoint's step: each process trained step 2 alone, not steps 1 and 2 again.
+    resumed = launch("warm_start_resume")
+    assert [rank["global_step"] for rank in resumed] == [2, 2]
+    assert [rank["steps_trained"] for rank in resumed] == [[2], [2]]
 
 
 def test_generation_shared_between_processes_gives_every_process_all_completions_in_order(launch):
@@ -129,6 +133,14 @@ def test_two_processes_evaluate_before_and_after_with_one_report_as_one_process_
     ranks = launch("warm_start_resume")
     assert ranks[0]["reports"]["before"] is not None and ranks[0]["reports"]["after"] is not None
     assert ranks[1]["reports"] == {"before": None, "after": None}  # one report, the main process's
+    # Each process generated its own half of the 16 rows, before and after: shared out, not generated twice.
+    for label in ("before", "after"):
+        shares = [[prompts for description, prompts in rank["generated"] if description.startswith(label)]
+                  for rank in ranks]  # fmt: skip
+        assert [len(share) for share in shares] == [1, 1], label
+        (first,), (second,) = shares
+        assert len(first) == len(second) == 8 and not set(first) & set(second), label
+        assert len(set(first) | set(second)) == 16, label
     run = launch.out / "run"
     warmup = run / "warmup"
     rows = load_rows(small_data["eval"])
