@@ -13,7 +13,8 @@ the filesystem. The calculator parses arithmetic with `ast` and walks a whitelis
 
 This module is the registry of environments (`ENVIRONMENTS`, `get_environment`, `make_environment_factory`) and
 exports them all: `ToolEnvironment` is defined in `grpo_tools.tools.base`, the bundled `WorkbenchEnvironment` in
-`grpo_tools.tools.workbench`. The trajectory rewards live in `grpo_tools.tools.trajectories`, evaluation rollouts in
+`grpo_tools.tools.workbench`, BFCL's multi-turn APIs (`BFCLEnvironment`, run by a safe executor) in
+`grpo_tools.tools.bfcl`. The trajectory rewards live in `grpo_tools.tools.trajectories`, evaluation rollouts in
 `grpo_tools.tools.rollouts`; the bundled task's data comes from the repository's `tasks/multiturn.py`.
 """
 
@@ -25,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from grpo_tools.tools.base import DEFAULT_TOOL_TIMEOUT, FAILURE_KINDS, ToolEnvironment, ToolRecord
+from grpo_tools.tools.bfcl import BFCLEnvironment
 from grpo_tools.tools.workbench import (
     UNITS,
     WEEKDAYS,
@@ -42,6 +44,7 @@ __all__ = [
     "FAILURE_KINDS",
     "UNITS",
     "WEEKDAYS",
+    "BFCLEnvironment",
     "ExpressionError",
     "ToolEnvironment",
     "ToolRecord",
@@ -56,7 +59,10 @@ __all__ = [
 
 
 # Environments by the name a row's `env` gives; the single source of environment names.
-ENVIRONMENTS: dict[str, type[ToolEnvironment]] = {WorkbenchEnvironment.name: WorkbenchEnvironment}
+ENVIRONMENTS: dict[str, type[ToolEnvironment]] = {
+    WorkbenchEnvironment.name: WorkbenchEnvironment,
+    BFCLEnvironment.name: BFCLEnvironment,
+}
 
 
 def _env_state(row: dict[str, Any]) -> dict[str, Any]:
