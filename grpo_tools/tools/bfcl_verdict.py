@@ -47,7 +47,9 @@ def decode_step(step: Any) -> list[Any]:
     A step is what BFCL's result files hold per model response: a list of call strings as its `decode_execute` writes
     them (`["cd(folder='temp')"]`), a list of `{name: arguments}` objects (function-calling models; arguments an object
     or its JSON text), a list of `{"name", "arguments"}` calls, or the model's raw text, read by our parser (Hermes,
-    JSON, pythonic `[f(a=1)]`, ...). A call string stays text here: `BFCLSession.call_text` parses it, never evaluates.
+    JSON, pythonic `[f(a=1)]`, ...; a pythonic call with a positional argument does not parse, where BFCL's prompting
+    decoder drops the argument: the call fails either way). A call string stays text here: `BFCLSession.call_text`
+    parses it, never evaluates.
 
     >>> decode_step([{"cd": '{"folder": "temp"}'}])
     [ParsedCall(name='cd', args=(), kwargs={'folder': 'temp'})]
