@@ -160,7 +160,7 @@ class BFCLSession:
             self.tools.update(tools)
             self._owners.update(dict.fromkeys(tools, class_name))
         self.held_out = {int(turn): set(names) for turn, names in dict(missed_function or {}).items()}
-        self.turn = 0
+        self.start_turn(0)
 
     @classmethod
     def from_env(cls, env: Mapping[str, Any]) -> BFCLSession:
@@ -175,11 +175,12 @@ class BFCLSession:
     def start_turn(self, turn: int) -> None:
         """Move to user turn `turn` (from 0): the functions held out until then are offered from now on."""
         self.turn = turn
+        later = {name for held, names in self.held_out.items() if held > turn for name in names}
+        self._offered = frozenset(name for name in self._owners if name not in later)
 
     def offered(self) -> frozenset[str]:
         """The function names a call may use at the current turn."""
-        later = {name for turn, names in self.held_out.items() if turn > self.turn for name in names}
-        return frozenset(name for name in self._owners if name not in later)
+        return self._offered
 
     def call(self, name: Any, arguments: Any) -> CallOutcome:
         """Run one call given by name and keyword arguments (a model's call, read by our parser)."""
@@ -196,7 +197,7 @@ class BFCLSession:
         return self._execute(call.name, call.args, call.kwargs)
 
     def _execute(self, name: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallOutcome:
-        if not isinstance(name, str) or name not in self.offered():
+        if not isinstance(name, str) or name not in self._offered:
             return CallOutcome(str(name), dict(kwargs), "unknown_tool", f"{_ERROR}name {str(name)!r} is not defined")
         method = getattr(self.instances[self._owners[name]], name)
         try:

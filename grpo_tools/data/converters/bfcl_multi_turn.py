@@ -178,10 +178,21 @@ def parse_call(text: str) -> ParsedCall:
 def bind_call(method: Any, call: ParsedCall) -> dict[str, Any]:
     """The call's arguments by parameter name, positional ones bound by the method's signature (BFCL's ground truth
     writes `sort('final_report.pdf')`); `TypeError` when they do not fit the signature."""
-    signature = inspect.signature(method)
+    function, bound = getattr(method, "__func__", method), getattr(method, "__self__", None)
+    signature = _signature(function)
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values()):
         raise TypeError(f"{call.name} takes variable arguments, which calls cannot be bound to")
-    return dict(signature.bind(*call.args, **call.kwargs).arguments)
+    if bound is None:
+        return dict(signature.bind(*call.args, **call.kwargs).arguments)
+    arguments = signature.bind(bound, *call.args, **call.kwargs).arguments
+    arguments.pop(next(iter(signature.parameters)))  # the instance
+    return dict(arguments)
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(function: Any) -> inspect.Signature:
+    """A function's signature, read once: the executor binds thousands of calls to the same few methods."""
+    return inspect.signature(function)
 
 
 def scenario_of(row_id: str) -> str:
