@@ -164,3 +164,14 @@ def test_docstring_examples(module):
 
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_training_and_eval_refuse_bfcl_rows_with_one_message(rows_by_category):
+    """trl cannot offer tools that change by row and turn: rows of the `bfcl` environment stop training and `eval`
+    before a model loads, with the row named, instead of running rollouts with no tools."""
+    from grpo_tools.data.rows import DataError
+    from grpo_tools.tools import is_multi_turn
+
+    row = rows_by_category["multi_turn_base"][3].row
+    with pytest.raises(DataError, match=r"row id=multi_turn_base_3: env.name 'bfcl': .*grpo-tools score"):
+        is_multi_turn([row])
