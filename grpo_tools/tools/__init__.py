@@ -1,6 +1,9 @@
 """Multi-turn tool use: environments whose tools really run (`ToolEnvironment` and the registry), rollouts for
-evaluation, trajectories and their rewards."""
+evaluation, trajectories and their rewards, and BFCL's multi-turn APIs with BFCL's verdict (`BFCLSession`,
+`bfcl_verdict`)."""
 
+from grpo_tools.tools.bfcl import BFCLEnvironment, BFCLSession
+from grpo_tools.tools.bfcl_verdict import bfcl_verdict
 from grpo_tools.tools.environments import (
     ENVIRONMENTS,
     ToolEnvironment,
@@ -14,7 +17,10 @@ from grpo_tools.tools.trajectories import gold_trajectory, multi_turn_dataset, o
 
 __all__ = [
     "ENVIRONMENTS",
+    "BFCLEnvironment",
+    "BFCLSession",
     "ToolEnvironment",
+    "bfcl_verdict",
     "evaluate_multi_turn",
     "get_environment",
     "gold_trajectory",

@@ -231,7 +231,8 @@ class BFCLEnvironment(ToolEnvironment):
     """BFCL's multi-turn APIs as a grpo-tools environment: `reset(env=...)` from a `multi_turn` row whose `env.name`
     is `bfcl` builds a fresh `BFCLSession` (new instances, a deep copy of the row's `initial_config`), and the tools
     offered are the row's functions at the current turn, each run by the session's safe executor and recorded in
-    `records` like any environment's calls."""
+    `records` like any environment's calls. BFCL's methods run in the calling thread, not under `timeout`: a thread
+    cannot interrupt the C code behind a huge computation, so the executor's size limits keep every call short."""
 
     name = "bfcl"
 
