@@ -4,7 +4,7 @@ uses them, and the trajectories it checks.
 `rows(category)` reads one multi-turn category of the installed bfcl-eval and converts it with
 `convert_rows("bfcl", ...)`, keeping BFCL's own entry beside each canonical row. `trajectories(row)` builds the
 ground truth and perturbations of it (a call dropped, an argument changed, calls reordered, an extra read-only call,
-a turn cut short, a turn left empty, the last turn missing), each as BFCL's checker takes a model's decoded result:
+a turn cut short, a turn left empty, the last turn missing, a turn's calls made a turn early), each as BFCL's checker takes a model's decoded result:
 per turn, per step, the call strings. `bfcl_checker_verdict` runs bfcl-eval's `multi_turn_checker` on one of them,
 with the runner's own rules before it (`_evaluate_single_multi_turn_entry`: the number of turns, empty steps
 dropped). BFCL's checker runs these strings with `eval`: they are BFCL's ground truth and our edits of it, never a
@@ -48,6 +48,7 @@ PERTURBATIONS = (
     "turn_cut_short",
     "turn_left_empty",
     "last_turn_missing",
+    "calls_a_turn_early",
 )
 _checks = itertools.count()
 
@@ -149,6 +150,12 @@ def trajectories(row: Row) -> Iterator[tuple[str, list[list[list[str]]]]]:
         yield "turn_cut_short", [*whole[:t], [truth[t][: len(truth[t]) // 2]], *whole[t + 1 :]]
     if len(truth) > 1:
         yield "last_turn_missing", whole[:-1]
+    # A turn BFCL leaves without ground truth (a function held out, a parameter missing) answered with the next turn's
+    # calls, made again in their own turn: a held-out function called before its turn.
+    early = [t for t in range(len(truth) - 1) if not truth[t] and truth[t + 1]]
+    if early:
+        t = rng.choice(early)
+        yield "calls_a_turn_early", [*whole[:t], whole[t + 1], *whole[t + 1 :]]
 
 
 def bfcl_checker_verdict(row: Row, trajectory: list[list[list[str]]]) -> tuple[bool, str | None]:

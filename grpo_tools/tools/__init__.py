@@ -1,9 +1,8 @@
 """Multi-turn tool use: environments whose tools really run (`ToolEnvironment` and the registry), rollouts for
-evaluation, trajectories and their rewards, and BFCL's multi-turn APIs with BFCL's verdict (`BFCLSession`,
-`bfcl_verdict`)."""
+evaluation, trajectories and their rewards, and BFCL's multi-turn APIs (`BFCLSession`; BFCL's verdict is
+`grpo_tools.tools.bfcl_verdict.bfcl_verdict`)."""
 
 from grpo_tools.tools.bfcl import BFCLEnvironment, BFCLSession
-from grpo_tools.tools.bfcl_verdict import bfcl_verdict
 from grpo_tools.tools.environments import (
     ENVIRONMENTS,
     ToolEnvironment,
@@ -20,7 +19,6 @@ __all__ = [
     "BFCLEnvironment",
     "BFCLSession",
     "ToolEnvironment",
-    "bfcl_verdict",
     "evaluate_multi_turn",
     "get_environment",
     "gold_trajectory",

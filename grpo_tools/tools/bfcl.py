@@ -18,8 +18,10 @@ checker needs and nothing of that:
 Two deliberate differences from BFCL's executor, both applied alike to a model's calls and the ground truth's (so the
 verdict of `grpo_tools.tools.bfcl_verdict` is BFCL's on BFCL's rows, which its parity test checks): a parameter
 BFCL's docs declare `float` receives a float (the API's own annotation; `power(base=10, exponent=10**9)` then
-overflows at once instead of computing a billion-digit integer), and a call BFCL's executor would run although the
-row does not offer it at that turn (a held-out function called early, a builtin) is refused.
+overflows at once instead of computing a billion-digit integer), and a name that is not a method of the row's classes
+(a builtin, a private method) is refused where BFCL's `eval` would run it. A `miss_func` row's held-out functions are
+refused before their turn in the environment a model acts in; the verdict runs them at any turn, as BFCL's checker
+does (`from_env(env, hold_back=False)`).
 """
 
 from __future__ import annotations
@@ -103,12 +105,8 @@ def _integers(value: Any) -> Iterable[int]:
             yield from _integers(item)
 
 
-def _limit_problem(arguments: Mapping[str, Any]) -> str | None:
+def _limit_problem(arguments: Mapping[str, Any], size: int) -> str | None:
     """Why arguments are too big to run, or None: what keeps a hostile call from holding the process."""
-    try:
-        size = len(json.dumps(arguments, default=str))
-    except (TypeError, ValueError, RecursionError):
-        return "the arguments cannot be written as JSON"
     if size > MAX_CALL_CHARS:
         return f"the arguments are longer than {MAX_CALL_CHARS} characters"
     if any(abs(number) > MAX_INTEGER for number in _integers(dict(arguments))):
@@ -117,6 +115,33 @@ def _limit_problem(arguments: Mapping[str, Any]) -> str | None:
     if isinstance(precision, int) and precision > MAX_PRECISION:
         return f"precision is above {MAX_PRECISION}"
     return None
+
+
+# What the argument checks found, by function and the arguments' `repr` (which tells a tuple from a list and a set
+# from a string, as the schema does): a verdict runs the same ground-truth calls for every trajectory of a row, a
+# trainer for every sample of a group. Only short arguments are kept, at most 10,000 of them (about 10 MB at worst).
+_CHECKED: dict[tuple[str, str], str | None] = {}
+_CHECKED_LIMIT = 10_000
+_CHECKED_CHARS = 1_000
+
+
+def _argument_problem(tool: Tool, arguments: dict[str, Any]) -> str | None:
+    """Why a call's arguments cannot run (size limits, then BFCL's schema), or None."""
+    try:
+        key = (tool.name, repr(arguments))
+    except RecursionError:
+        return "the arguments are nested too deeply"
+    if key in _CHECKED:
+        return _CHECKED[key]
+    problem = _limit_problem(arguments, len(key[1]))
+    if problem is None:
+        problems = validate_arguments(tool, arguments)
+        problem = "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems) or None
+    if len(key[1]) <= _CHECKED_CHARS:
+        if len(_CHECKED) >= _CHECKED_LIMIT:
+            _CHECKED.clear()
+        _CHECKED[key] = problem
+    return problem
 
 
 @functools.cache
@@ -163,13 +188,17 @@ class BFCLSession:
         self.start_turn(0)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, Any]) -> BFCLSession:
-        """A fresh session from a `multi_turn` row's `env` (see `grpo_tools.data.converters.bfcl_multi_turn`)."""
+    def from_env(cls, env: Mapping[str, Any], hold_back: bool = True) -> BFCLSession:
+        """A fresh session from a `multi_turn` row's `env` (see `grpo_tools.data.converters.bfcl_multi_turn`).
+
+        `hold_back=False` runs a `miss_func` row's held-out functions at every turn, as BFCL's checker does (they are
+        methods of the row's classes that the model was not yet shown); the verdict replays trajectories that way.
+        """
         return cls(
             env["involved_classes"],
             env.get("initial_config"),
             bool(env.get("long_context", False)),
-            env.get("missed_function"),
+            env.get("missed_function") if hold_back else None,
         )
 
     def start_turn(self, turn: int) -> None:
@@ -204,12 +233,10 @@ class BFCLSession:
             arguments = bind_call(method, ParsedCall(name, args, kwargs))
         except TypeError as error:
             return CallOutcome(name, dict(kwargs), "validation", f"{_ERROR}{name}: {error}")
-        problem = _limit_problem(arguments)
-        problems = [] if problem else validate_arguments(self.tools[name], arguments)
-        if problem or problems:
-            problem = problem or "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems)
-            return CallOutcome(name, arguments, "validation", f"{_ERROR}invalid arguments for {name}: {problem}")
         tool = self.tools[name]
+        problem = _argument_problem(tool, arguments)
+        if problem is not None:
+            return CallOutcome(name, arguments, "validation", f"{_ERROR}invalid arguments for {name}: {problem}")
         for key, value in arguments.items():
             if tool.param_types(key) == {"number"} and isinstance(value, int) and not isinstance(value, bool):
                 arguments[key] = float(value)

@@ -175,3 +175,14 @@ def test_training_and_eval_refuse_bfcl_rows_with_one_message(rows_by_category):
     row = rows_by_category["multi_turn_base"][3].row
     with pytest.raises(DataError, match=r"row id=multi_turn_base_3: env.name 'bfcl': .*grpo-tools score"):
         is_multi_turn([row])
+
+
+def test_remembered_argument_checks_tell_arguments_apart():
+    """The executor remembers what it found about arguments it has seen; a list, a tuple and a string that print
+    alike are still checked apart, every time."""
+    session = BFCLSession(["MathAPI"])
+    for _ in range(2):
+        assert session.call_text("mean(numbers=[1, 2, 3])").status == "ok"
+        assert session.call_text("mean(numbers=(1, 2, 3))").status == "validation"
+        assert session.call_text("mean(numbers='[1, 2, 3]')").status == "validation"
+        assert session.call("mean", {"numbers": [1, 2]}).result == '{"result": 1.5}'

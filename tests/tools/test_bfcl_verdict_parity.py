@@ -1,7 +1,8 @@
 """`bfcl_verdict` against bfcl-eval's own multi-turn checker, on every row of the four multi-turn categories: the
 ground truth and its perturbations (`benchmarks/bfcl_multi_turn_reference.py`: each call its own step, a call
 dropped, an argument changed, calls reordered, an extra read-only call, a turn cut short, a turn left empty, the
-last turn missing) must get BFCL's verdict. BFCL's checker runs with a model name of its own per check, its instances
+last turn missing, a turn's calls made a turn early, which calls a `miss_func` function before its turn) must get
+BFCL's verdict. BFCL's checker runs with a model name of its own per check, its instances
 removed after each; ours runs from a fresh session every time, so a verdict never depends on the one before."""
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ def test_bfcl_verdict_equals_bfcls_checker_on_every_row(category):
     # Every row was checked with its ground truth, which BFCL accepts, and with perturbations it rejects.
     assert verdicts[("ground_truth", True)] == len(rows)
     assert kinds["call_dropped"] == verdicts[("call_dropped", False)] == len(rows)
-    assert set(kinds) == set(reference.PERTURBATIONS)
+    assert set(kinds) <= set(reference.PERTURBATIONS) and len(kinds) >= len(reference.PERTURBATIONS) - 1
+    if category in ("multi_turn_miss_func", "multi_turn_miss_param"):  # rows with a turn BFCL leaves unchecked
+        assert kinds["calls_a_turn_early"] > 0
 
 
 def test_a_verdict_does_not_depend_on_the_checks_before_it():
