@@ -4,7 +4,8 @@ uses them, and the trajectories it checks.
 `rows(category)` reads one multi-turn category of the installed bfcl-eval and converts it with
 `convert_rows("bfcl", ...)`, keeping BFCL's own entry beside each canonical row. `trajectories(row)` builds the
 ground truth and perturbations of it (a call dropped, an argument changed, calls reordered, an extra read-only call,
-a turn cut short, a turn left empty, the last turn missing, a turn's calls made a turn early), each as BFCL's checker takes a model's decoded result:
+a turn cut short, a turn left empty, the last turn missing, a turn's calls made a turn early, an integer written as a
+float, a number as a string, keyword arguments written positionally), each as BFCL's checker takes a model's decoded result:
 per turn, per step, the call strings. `bfcl_checker_verdict` runs bfcl-eval's `multi_turn_checker` on one of them,
 with the runner's own rules before it (`_evaluate_single_multi_turn_entry`: the number of turns, empty steps
 dropped). BFCL's checker runs these strings with `eval`: they are BFCL's ground truth and our edits of it, never a
@@ -13,6 +14,7 @@ model's text. Each check uses a model name of its own and removes the instances 
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import json
 import random
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grpo_tools.data.converters import bfcl_files, convert_rows, load_ground_truth, read_source
-from grpo_tools.data.converters.bfcl_multi_turn import MULTI_TURN_CATEGORIES, bfcl_module, parse_call
+from grpo_tools.data.converters.bfcl_multi_turn import MULTI_TURN_CATEGORIES, api_class, bfcl_module, parse_call
 
 
 __all__ = ["MULTI_TURN_CATEGORIES", "PERTURBATIONS", "Row", "bfcl_checker_verdict", "rows", "trajectories"]
@@ -49,6 +51,9 @@ PERTURBATIONS = (
     "turn_left_empty",
     "last_turn_missing",
     "calls_a_turn_early",
+    "integer_as_float",
+    "number_as_string",
+    "keywords_as_positional",
 )
 _checks = itertools.count()
 
@@ -109,6 +114,32 @@ def _change_argument(text: str, rng: random.Random) -> str | None:
     return _call_text(call.name, tuple(args), kwargs)
 
 
+def _retyped(text: str, kind: str) -> str | None:
+    """The call with its first numeric keyword argument written as a model might: an integer as a float
+    (`lines=20.0`), a number as a string (`value='36.0'`); None when it has no such argument."""
+    call = parse_call(text)
+    for key, value in call.kwargs.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if kind == "integer_as_float" and isinstance(value, int):
+            return _call_text(call.name, call.args, {**call.kwargs, key: float(value)})
+        if kind == "number_as_string":
+            return _call_text(call.name, call.args, {**call.kwargs, key: str(value)})
+    return None
+
+
+def _positional(text: str, classes: list[str]) -> str | None:
+    """The call with its keyword arguments written positionally, where they come in the method's order."""
+    call = parse_call(text)
+    owner = next((api_class(name) for name in classes if hasattr(api_class(name), call.name)), None)
+    if owner is None or not call.kwargs or call.args:
+        return None
+    order = list(inspect.signature(getattr(owner, call.name)).parameters)[1:]
+    if list(call.kwargs) != order[: len(call.kwargs)]:
+        return None
+    return _call_text(call.name, tuple(call.kwargs.values()), {})
+
+
 def trajectories(row: Row) -> Iterator[tuple[str, list[list[list[str]]]]]:
     """The ground truth and its perturbations as decoded results (per turn, per step, call strings), each with its
     name from `PERTURBATIONS`; a perturbation the row has no room for (reordering a turn of one call) is left out.
@@ -156,6 +187,17 @@ def trajectories(row: Row) -> Iterator[tuple[str, list[list[list[str]]]]]:
     if early:
         t = rng.choice(early)
         yield "calls_a_turn_early", [*whole[:t], whole[t + 1], *whole[t + 1 :]]
+    classes = row.row["env"]["involved_classes"]
+    edits = {
+        "integer_as_float": lambda text: _retyped(text, "integer_as_float"),
+        "number_as_string": lambda text: _retyped(text, "number_as_string"),
+        "keywords_as_positional": lambda text: _positional(text, classes),
+    }
+    for label, edit in edits.items():
+        options = [(t, i, new) for t, turn in enumerate(truth) for i, text in enumerate(turn) if (new := edit(text))]
+        if options:
+            t, i, new = rng.choice(options)
+            yield label, [*whole[:t], [[*truth[t][:i], new, *truth[t][i + 1 :]]], *whole[t + 1 :]]
 
 
 def bfcl_checker_verdict(row: Row, trajectory: list[list[list[str]]]) -> tuple[bool, str | None]:

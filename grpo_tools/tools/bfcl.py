@@ -19,9 +19,9 @@ Two deliberate differences from BFCL's executor, both applied alike to a model's
 verdict of `grpo_tools.tools.bfcl_verdict` is BFCL's on BFCL's rows, which its parity test checks): a parameter
 BFCL's docs declare `float` receives a float (the API's own annotation; `power(base=10, exponent=10**9)` then
 overflows at once instead of computing a billion-digit integer), and a name that is not a method of the row's classes
-(a builtin, a private method) is refused where BFCL's `eval` would run it. A `miss_func` row's held-out functions are
-refused before their turn in the environment a model acts in; the verdict runs them at any turn, as BFCL's checker
-does (`from_env(env, hold_back=False)`).
+(a builtin, a private method) is refused where BFCL's `eval` would run it. In the environment a model acts in, a
+`miss_func` row's held-out functions are refused before their turn and arguments that break BFCL's schema are refused
+with the reason; the verdict runs both as BFCL's checker does (`from_env(env, as_checker=True)`).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def _limit_problem(arguments: Mapping[str, Any], size: int) -> str | None:
     if any(abs(number) > MAX_INTEGER for number in _integers(dict(arguments))):
         return f"an integer argument is beyond +-{MAX_INTEGER}"
     precision = arguments.get("precision")
-    if isinstance(precision, int) and precision > MAX_PRECISION:
+    if isinstance(precision, int | float) and not isinstance(precision, bool) and precision > MAX_PRECISION:
         return f"precision is above {MAX_PRECISION}"
     return None
 
@@ -120,24 +120,24 @@ def _limit_problem(arguments: Mapping[str, Any], size: int) -> str | None:
 # What the argument checks found, by function and the arguments' `repr` (which tells a tuple from a list and a set
 # from a string, as the schema does): a verdict runs the same ground-truth calls for every trajectory of a row, a
 # trainer for every sample of a group. Only short arguments are kept, at most 10,000 of them (about 10 MB at worst).
-_CHECKED: dict[tuple[str, str], str | None] = {}
+_CHECKED: dict[tuple[str, bool, str], str | None] = {}
 _CHECKED_LIMIT = 10_000
 _CHECKED_CHARS = 1_000
 
 
-def _argument_problem(tool: Tool, arguments: dict[str, Any]) -> str | None:
-    """Why a call's arguments cannot run (size limits, then BFCL's schema), or None."""
+def _argument_problem(tool: Tool, arguments: dict[str, Any], check_types: bool) -> str | None:
+    """Why a call's arguments cannot run (size limits, then BFCL's schema when `check_types`), or None."""
     try:
-        key = (tool.name, repr(arguments))
+        key = (tool.name, check_types, repr(arguments))
     except RecursionError:
         return "the arguments are nested too deeply"
     if key in _CHECKED:
         return _CHECKED[key]
-    problem = _limit_problem(arguments, len(key[1]))
-    if problem is None:
+    problem = _limit_problem(arguments, len(key[2]))
+    if problem is None and check_types:
         problems = validate_arguments(tool, arguments)
         problem = "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems) or None
-    if len(key[1]) <= _CHECKED_CHARS:
+    if len(key[2]) <= _CHECKED_CHARS:
         if len(_CHECKED) >= _CHECKED_LIMIT:
             _CHECKED.clear()
         _CHECKED[key] = problem
@@ -170,8 +170,10 @@ class BFCLSession:
         initial_config: Mapping[str, Any] | None = None,
         long_context: bool = False,
         missed_function: Mapping[str, Iterable[str]] | None = None,
+        check_types: bool = True,
     ) -> None:
         self.classes = list(involved_classes)
+        self.check_types = check_types
         self.instances: dict[str, Any] = {}
         self.tools: dict[str, Tool] = {}
         self._owners: dict[str, str] = {}
@@ -188,17 +190,20 @@ class BFCLSession:
         self.start_turn(0)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, Any], hold_back: bool = True) -> BFCLSession:
+    def from_env(cls, env: Mapping[str, Any], as_checker: bool = False) -> BFCLSession:
         """A fresh session from a `multi_turn` row's `env` (see `grpo_tools.data.converters.bfcl_multi_turn`).
 
-        `hold_back=False` runs a `miss_func` row's held-out functions at every turn, as BFCL's checker does (they are
-        methods of the row's classes that the model was not yet shown); the verdict replays trajectories that way.
+        `as_checker=True` runs calls as BFCL's checker does, which is how the verdict replays a trajectory: a
+        `miss_func` row's held-out functions at any turn (methods of the row's classes the model was not yet shown),
+        and arguments of any type (BFCL runs `tail(lines=20.0)`). Calls are still parsed, never evaluated, only
+        methods of the row's classes run, and the size limits hold.
         """
         return cls(
             env["involved_classes"],
             env.get("initial_config"),
             bool(env.get("long_context", False)),
-            env.get("missed_function") if hold_back else None,
+            None if as_checker else env.get("missed_function"),
+            check_types=not as_checker,
         )
 
     def start_turn(self, turn: int) -> None:
@@ -234,7 +239,7 @@ class BFCLSession:
         except TypeError as error:
             return CallOutcome(name, dict(kwargs), "validation", f"{_ERROR}{name}: {error}")
         tool = self.tools[name]
-        problem = _argument_problem(tool, arguments)
+        problem = _argument_problem(tool, arguments, self.check_types)
         if problem is not None:
             return CallOutcome(name, arguments, "validation", f"{_ERROR}invalid arguments for {name}: {problem}")
         for key, value in arguments.items():

@@ -6,8 +6,8 @@ The rules are those of bfcl-eval's `multi_turn_checker` and of the runner around
   step that decodes to no call is dropped, as BFCL drops it;
 - fewer (or more) turns than the ground truth fails the row (`multi_turn:force_terminated`);
 - the model's calls and the ground truth's run on two fresh sets of the row's API instances, turn after turn, any
-  method of the row's classes at any turn (a `miss_func` function called before its turn runs, as in BFCL's checker;
-  the environment a model acts in refuses it until then);
+  method of the row's classes at any turn and with arguments of any type, as in BFCL's checker (a `miss_func`
+  function called before its turn runs, `tail(lines=20.0)` runs; the environment a model acts in refuses both);
 - after a turn whose ground truth has calls: the model must have made some (`multi_turn:empty_turn_model_response`),
   every instance's public attributes must equal the ground truth's (`multi_turn:instance_state_mismatch`), and the
   results of the model's calls so far, all turns together, must contain the results of this turn's ground-truth calls
@@ -132,8 +132,8 @@ def bfcl_verdict(env: Mapping[str, Any], ground_truth: Sequence[Sequence[str]], 
     if len(trajectory) != len(ground_truth):
         message = f"{len(trajectory)} turns where the ground truth has {len(ground_truth)}"
         return Verdict(False, "multi_turn:force_terminated", None, message)
-    # BFCL's checker runs a held-out function whenever it is called: the sessions do not hold them back.
-    model, truth = BFCLSession.from_env(env, hold_back=False), BFCLSession.from_env(env, hold_back=False)
+    # As BFCL's checker: a held-out function runs whenever it is called, arguments of any type reach the method.
+    model, truth = BFCLSession.from_env(env, as_checker=True), BFCLSession.from_env(env, as_checker=True)
     results_so_far: list[str] = []
     for turn, (steps, gold_calls) in enumerate(zip(trajectory, ground_truth, strict=True)):
         model.start_turn(turn)

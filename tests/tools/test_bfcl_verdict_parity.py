@@ -1,8 +1,9 @@
 """`bfcl_verdict` against bfcl-eval's own multi-turn checker, on every row of the four multi-turn categories: the
 ground truth and its perturbations (`benchmarks/bfcl_multi_turn_reference.py`: each call its own step, a call
 dropped, an argument changed, calls reordered, an extra read-only call, a turn cut short, a turn left empty, the
-last turn missing, a turn's calls made a turn early, which calls a `miss_func` function before its turn) must get
-BFCL's verdict. BFCL's checker runs with a model name of its own per check, its instances
+last turn missing, a turn's calls made a turn early, which calls a `miss_func` function before its turn, an integer
+written as a float, a number as a string, keyword arguments written positionally) must get BFCL's verdict and, when
+it fails, BFCL's error type. BFCL's checker runs with a model name of its own per check, its instances
 removed after each; ours runs from a fresh session every time, so a verdict never depends on the one before."""
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def test_bfcl_verdict_equals_bfcls_checker_on_every_row(category):
             ours = bfcl_verdict(row.row["env"], row.ground_truth, trajectory)
             verdicts[(label, theirs)] += 1
             kinds[label] += 1
-            if ours.valid != theirs:
+            # The verdict, and for a failed row the reason BFCL gives (its error type).
+            if ours.valid != theirs or ours.error_type != their_error:
                 disagreements.append(f"{row.row['id']} {label}: BFCL {theirs} ({their_error}), ours {ours}")
     assert not disagreements, f"{len(disagreements)} of {sum(kinds.values())} differ:\n" + "\n".join(
         disagreements[:20]
