@@ -55,11 +55,12 @@ def decode_step(step: Any) -> list[Any]:
 
     >>> decode_step([{"cd": '{"folder": "temp"}'}])
     [ParsedCall(name='cd', args=(), kwargs={'folder': 'temp'})]
-    >>> decode_step("[cd(folder='temp')]")
+    >>> decode_step("```[cd(folder='temp')]```")
     [ParsedCall(name='cd', args=(), kwargs={'folder': 'temp'})]
     """
     if isinstance(step, str):
-        return [ParsedCall(call.name, (), dict(call.arguments)) for call in parse_tool_calls(step).calls]
+        # BFCL's prompting decoder first strips backticks, newlines and spaces around the text.
+        return [ParsedCall(call.name, (), dict(call.arguments)) for call in parse_tool_calls(step.strip("`\n ")).calls]
     if not isinstance(step, list):
         return []
     calls: list[Any] = []
