@@ -56,7 +56,7 @@ style: $(STAMP)
 	$(BIN)/ruff format grpo_tools tasks benchmarks experiments scripts tests
 
 # Reward model, trainer overhead, memory, scoring at 200,000 and 1,000,000 rows, tool_bfcl against BFCL's own checker
-# on BFCL's rows, the tiny model's build and the CPU fast path against trl (docs/benchmarks.md has the figures).
+# on BFCL's rows, the multi-turn verdict against BFCL's multi-turn checker, the tiny model's build and the CPU fast path against trl (docs/benchmarks.md has the figures).
 # Each prints its table and writes JSON to benchmarks/results/; `make -k bench` goes on past a missed target.
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_rewards
@@ -66,6 +66,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_memory
 	$(BIN)/python -m benchmarks.bench_score --rows 200000 1000000
 	$(BIN)/python -m benchmarks.bench_bfcl
+	$(BIN)/python -m benchmarks.bench_bfcl_multi_turn
 	$(BIN)/python -m benchmarks.bench_tiny
 
 # SmolLM2-135M-Instruct, converted from its wheel once; each `make train` starts a fresh run. The tiny offline model

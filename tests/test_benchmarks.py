@@ -562,3 +562,19 @@ def test_learning_runs_train_the_trainer_grpo_tools_train_builds(tiny_model_dir,
     [call] = calls
     assert call["model"] == tiny_model_dir and call["rows"] is rows["train"] and call["seed"] == 3
     assert len(call["callbacks"]) == 1  # the held-out evaluation
+
+
+def test_bfcl_multi_turn_bench_writes_its_ratio_and_no_disagreement(tmp_path, monkeypatch):
+    pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed")
+    from benchmarks import bench_bfcl_multi_turn
+
+    output = tmp_path / "bfcl_multi_turn.json"
+    argv = ["bench", "--every", "50", "--repeats", "1", "--output", str(output)]
+    monkeypatch.setattr(sys, "argv", argv)
+    bench_bfcl_multi_turn.main()
+    result = json.loads(output.read_text())
+    assert result["rows"] == 16 and result["trajectories"] > 100
+    assert result["disagreements"] == 0
+    assert result["ratio"] == pytest.approx(
+        result["verdicts_per_second"]["ours"] / result["verdicts_per_second"]["bfcl"]
+    )

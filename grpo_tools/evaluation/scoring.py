@@ -330,6 +330,8 @@ def print_report(report: dict[str, Any]) -> None:
         for kind, count in sorted(report["errors"].items(), key=lambda item: -item[1]):
             errors.add_row(kind, str(count))
         console.print(errors)
+    if "overall" in report:
+        console.print(f"overall (BFCL's multi-turn accuracy: the mean over the categories): {report['overall']:.3f}")
     console.print("rows: " + ", ".join(f"{key} {value}" for key, value in report["rows"].items()))
 
 
@@ -339,7 +341,13 @@ def main(argv: list[str]) -> int:
         prog="grpo-tools score", description="Score model outputs against a canonical dataset."
     )
     parser.add_argument("--data", required=True, help="canonical dataset (JSONL)")
-    parser.add_argument("--predictions", required=True, help='JSONL of {"id": ..., "completion": "<raw model text>"}')
+    parser.add_argument(
+        "--predictions",
+        required=True,
+        help='JSONL of {"id": ..., "completion": "<raw model text>"}; for BFCL multi-turn rows (`convert --from bfcl '
+        'multi_turn_*`), BFCL\'s result file ({"id": ..., "result": [per turn, per step, the response]}), scored by '
+        "BFCL's multi-turn verdict",
+    )
     parser.add_argument(
         "--scorer",
         choices=list(SCORERS),
@@ -357,10 +365,15 @@ def main(argv: list[str]) -> int:
     if args.workers is not None and args.workers < 1:
         parser.error(f"--workers must be at least 1, got {args.workers}")
 
+    from grpo_tools.evaluation.bfcl_multi_turn import is_bfcl_multi_turn, score_bfcl_multi_turn
+
     try:
-        report, notes = score_files(
-            args.data, args.predictions, args.scorer, args.workers, args.per_row, not args.quiet
-        )
+        if is_bfcl_multi_turn(args.data):  # BFCL's multi-turn rows: BFCL's verdict, whatever --scorer says
+            report, notes = score_bfcl_multi_turn(args.data, args.predictions, args.per_row)
+        else:
+            report, notes = score_files(
+                args.data, args.predictions, args.scorer, args.workers, args.per_row, not args.quiet
+            )
     except DataError as error:
         print(f"grpo-tools score: {error}", file=sys.stderr)
         return 2

@@ -1,6 +1,8 @@
 """Multi-turn tool use: environments whose tools really run (`ToolEnvironment` and the registry), rollouts for
-evaluation, trajectories and their rewards."""
+evaluation, trajectories and their rewards, and BFCL's multi-turn APIs (`BFCLSession`; BFCL's verdict is
+`grpo_tools.tools.bfcl_verdict.bfcl_verdict`)."""
 
+from grpo_tools.tools.bfcl import BFCLEnvironment, BFCLSession
 from grpo_tools.tools.environments import (
     ENVIRONMENTS,
     ToolEnvironment,
@@ -14,6 +16,8 @@ from grpo_tools.tools.trajectories import gold_trajectory, multi_turn_dataset, o
 
 __all__ = [
     "ENVIRONMENTS",
+    "BFCLEnvironment",
+    "BFCLSession",
     "ToolEnvironment",
     "evaluate_multi_turn",
     "get_environment",

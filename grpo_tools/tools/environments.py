@@ -13,7 +13,8 @@ the filesystem. The calculator parses arithmetic with `ast` and walks a whitelis
 
 This module is the registry of environments (`ENVIRONMENTS`, `get_environment`, `make_environment_factory`) and
 exports them all: `ToolEnvironment` is defined in `grpo_tools.tools.base`, the bundled `WorkbenchEnvironment` in
-`grpo_tools.tools.workbench`. The trajectory rewards live in `grpo_tools.tools.trajectories`, evaluation rollouts in
+`grpo_tools.tools.workbench`, BFCL's multi-turn APIs (`BFCLEnvironment`, run by a safe executor) in
+`grpo_tools.tools.bfcl`. The trajectory rewards live in `grpo_tools.tools.trajectories`, evaluation rollouts in
 `grpo_tools.tools.rollouts`; the bundled task's data comes from the repository's `tasks/multiturn.py`.
 """
 
@@ -25,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from grpo_tools.tools.base import DEFAULT_TOOL_TIMEOUT, FAILURE_KINDS, ToolEnvironment, ToolRecord
+from grpo_tools.tools.bfcl import BFCLEnvironment
 from grpo_tools.tools.workbench import (
     UNITS,
     WEEKDAYS,
@@ -42,6 +44,7 @@ __all__ = [
     "FAILURE_KINDS",
     "UNITS",
     "WEEKDAYS",
+    "BFCLEnvironment",
     "ExpressionError",
     "ToolEnvironment",
     "ToolRecord",
@@ -56,7 +59,18 @@ __all__ = [
 
 
 # Environments by the name a row's `env` gives; the single source of environment names.
-ENVIRONMENTS: dict[str, type[ToolEnvironment]] = {WorkbenchEnvironment.name: WorkbenchEnvironment}
+ENVIRONMENTS: dict[str, type[ToolEnvironment]] = {
+    WorkbenchEnvironment.name: WorkbenchEnvironment,
+    BFCLEnvironment.name: BFCLEnvironment,
+}
+
+
+# Environments whose rows can be converted, checked and scored, but not yet rolled out by a model (training, `eval`):
+# trl finds an environment's tools among its methods, and BFCL's functions differ by row and turn.
+_NOT_FOR_ROLLOUTS: dict[str, str] = {
+    BFCLEnvironment.name: "BFCL's multi-turn rows are scored with `grpo-tools score` against BFCL's result files; "
+    "training and `grpo-tools eval` on them are not built yet",
+}
 
 
 def _env_state(row: dict[str, Any]) -> dict[str, Any]:
@@ -75,10 +89,16 @@ def get_environment(row: dict[str, Any]) -> type[ToolEnvironment]:
 
 def is_multi_turn(rows: Sequence[dict[str, Any]]) -> bool:
     """True when every row is multi-turn (has `env` and `expected`), False when none is; a mix is an error, since
-    one training run either executes tools or scores single calls."""
+    one training run either executes tools or scores single calls. Rows of an environment that cannot be rolled out
+    yet (BFCL's) are an error naming the row."""
     from grpo_tools.data.rows import DataError
 
     flags = {"env" in row and "expected" in row for row in rows}
+    for row in rows:
+        state = _env_state(row) if "env" in row else None
+        name = state.get("name") if isinstance(state, dict) else None
+        if name in _NOT_FOR_ROLLOUTS:
+            raise DataError(f"row id={row.get('id')}: env.name {name!r}: {_NOT_FOR_ROLLOUTS[name]}")
     if len(flags) > 1:
         first = next(row for row in rows if ("env" in row) != ("env" in rows[0]))
         raise DataError(

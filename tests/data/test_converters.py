@@ -452,6 +452,8 @@ def test_bfcl_answers_take_the_first_acceptable_value_and_resolve_object_paramet
         ("BFCL_v3_live_irrelevance.json", "irrelevance"),
         ("BFCL_v3_irrelevance.json", "irrelevance"),
         ("BFCL_v3_java.json", "simple"),
+        ("BFCL_v4_multi_turn_base.json", "multi_turn"),
+        ("BFCL_v4_multi_turn_long_context.json", "multi_turn"),
         ("my_questions.jsonl", None),
     ],
 )
@@ -459,9 +461,15 @@ def test_bfcl_category_from_the_file_name(name: str, category: str | None) -> No
     assert bfcl_category(name) == category
 
 
-@pytest.mark.parametrize("name", ["BFCL_v3_multi_turn_base.json", "BFCL_v3_live_relevance.json"])
-def test_bfcl_sets_without_gold_calls_are_refused(name: str) -> None:
-    with pytest.raises(DataError, match="has no gold calls"):
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("BFCL_v3_live_relevance.json", "has no gold calls"),
+        ("BFCL_v4_multi_turn_composite.json", "multi_turn_composite set is not one of multi_turn_base"),
+    ],
+)
+def test_bfcl_sets_we_cannot_convert_are_refused(name: str, message: str) -> None:
+    with pytest.raises(DataError, match=message):
         bfcl_category(name)
 
 
@@ -612,7 +620,7 @@ NO_SUCH_CATEGORY = (
         ),
         (["--from", "bfcl", "no_such_category"], NO_SUCH_CATEGORY),
         (["--from", "bfcl", str(BFCL_PARALLEL), "--answers", "{tmp}/nope.json"], "{tmp}/nope.json: no such file"),
-        (["--from", "bfcl", "{tmp}/BFCL_v3_multi_turn_base.json"], "has no gold calls to convert"),
+        (["--from", "bfcl", "{tmp}/BFCL_v3_live_relevance.json"], "has no gold calls to convert"),
         (["--from", "openai", str(SOURCES / "openai.jsonl"), "-o", "{tmp}/file/out.jsonl"], "cannot be written"),
     ],
 )

@@ -17,6 +17,7 @@ from grpo_tools.data.converters.base import (
     require,
     source_id,
 )
+from grpo_tools.data.converters.bfcl_multi_turn import convert_bfcl_multi_turn
 from grpo_tools.data.converters.sources import read_source
 from grpo_tools.data.rows import DataError
 
@@ -78,7 +79,10 @@ def _bfcl_call(entry: Any, where: str, declared: dict[str, Any]) -> dict[str, An
 
 
 def convert_bfcl(row: Mapping[str, Any], index: int, context: SourceContext) -> list[dict[str, Any]]:
-    """Berkeley Function Calling Leaderboard: a question file joined by `id` with its possible-answer file."""
+    """Berkeley Function Calling Leaderboard: a question file joined by `id` with its possible-answer file; the
+    multi-turn sets (category `multi_turn`) go to `convert_bfcl_multi_turn`."""
+    if context.category == "multi_turn":
+        return convert_bfcl_multi_turn(row, index, context)
     row_id = source_id(row, index)
     messages = _bfcl_messages(row.get("question"))
     tools = canonical_tools(require(row, "function", list), "function")
@@ -93,23 +97,31 @@ def convert_bfcl(row: Mapping[str, Any], index: int, context: SourceContext) -> 
     return [canonical_row(row_id, messages, tools, calls, possible_answers=possible, category=context.category)]
 
 
-_BFCL_CATEGORIES = {"simple", "multiple", "parallel", "parallel_multiple", "irrelevance"}
+_BFCL_CATEGORIES = {"simple", "multiple", "parallel", "parallel_multiple", "irrelevance", "multi_turn"}
+# BFCL's multi-turn sets, each converted to `multi_turn` rows; its other multi-turn-like sets (memory, web search)
+# run backends grpo-tools does not carry.
+_MULTI_TURN_SETS = {"multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context"}
 
 
 def bfcl_category(path: str) -> str | None:
     """The canonical category a BFCL file name gives (`BFCL_v3_live_multiple.json` -> "multiple"), or None.
 
-    The `live_` sets map to their plain categories; Java and JavaScript are simple. Multi-turn and relevance sets,
-    which have no gold calls, raise `DataError`.
+    The `live_` sets map to their plain categories; Java and JavaScript are simple; the four multi-turn sets
+    (`multi_turn_base`, `_miss_func`, `_miss_param`, `_long_context`) are `multi_turn`. The relevance set, which has
+    no gold calls, raises `DataError`.
     """
     stem = re.sub(r"^BFCL_v\d+_", "", Path(path).name.split(".")[0])
     name = stem.removeprefix("live_")
-    if name in _BFCL_CATEGORIES:
+    if name in _MULTI_TURN_SETS:
+        return "multi_turn"
+    if name in _BFCL_CATEGORIES - {"multi_turn"}:
         return name
     if name in ("java", "javascript"):
         return "simple"
-    if name.startswith("multi_turn") or name == "relevance":
-        raise DataError(f"{path}: BFCL's {stem} set has no gold calls to convert (multi-turn and relevance sets)")
+    if name == "relevance":
+        raise DataError(f"{path}: BFCL's {stem} set has no gold calls to convert")
+    if name.startswith("multi_turn"):
+        raise DataError(f"{path}: BFCL's {stem} set is not one of {', '.join(sorted(_MULTI_TURN_SETS))}")
     return None
 
 

@@ -1,0 +1,285 @@
+"""BFCL's multi-turn sets (`--from bfcl multi_turn_base`, `multi_turn_miss_func`, `multi_turn_miss_param`,
+`multi_turn_long_context`): their API classes, function docs and ground-truth calls, read without running anything.
+
+BFCL writes a call as Python source (`cd(folder='document')`, `sort('final_report.pdf')`) and its own checker runs it
+with `eval`. Here a call is only parsed (`parse_call`): `ast.parse` reads the text, the tree must be one call of a
+plain name whose arguments are literals (`ast.literal_eval` on each argument's node, which builds constants, lists,
+tuples and dicts and nothing else). Nothing in this module executes a call; `grpo_tools.tools.bfcl` does, safely.
+
+The API classes are imported from the installed bfcl-eval, never copied (`api_class`). Those that need packages
+grpo-tools does not carry (the memory backends, web search) are refused by name (`REFUSED_BACKENDS`). Importing
+bfcl-eval's modules can create folders inside the installed package unless `BFCL_PROJECT_ROOT` is set, so every
+import here goes through `bfcl_module`, which points it at a temporary folder first when the user has not set it.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import functools
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grpo_tools.data.converters.base import ConversionError, SourceContext, canonical_row, canonical_tools, require
+from grpo_tools.rewards.schemas import normalize_tools, validate_arguments
+
+
+__all__ = [
+    "MAX_CALL_CHARS",
+    "MULTI_TURN_CATEGORIES",
+    "REFUSED_BACKENDS",
+    "CallSyntaxError",
+    "ParsedCall",
+    "UnsupportedBackend",
+    "api_class",
+    "bfcl_module",
+    "bind_call",
+    "convert_bfcl_multi_turn",
+    "function_docs",
+    "is_stateless",
+    "parse_call",
+    "scenario_of",
+]
+
+
+# BFCL's multi-turn categories; each row's id is `<category>_<scenario number>`.
+MULTI_TURN_CATEGORIES = (
+    "multi_turn_base",
+    "multi_turn_miss_func",
+    "multi_turn_miss_param",
+    "multi_turn_long_context",
+)
+# Backends of BFCL's executable suite that need packages grpo-tools does not install, with what each needs.
+REFUSED_BACKENDS: dict[str, str] = {
+    "WebSearchAPI": "requests, beautifulsoup4, html2text and serpapi (and the network)",
+    "MemoryAPI_kv": "rank_bm25 and overrides",
+    "MemoryAPI_vector": "sentence-transformers, faiss and overrides",
+    "MemoryAPI_rec_sum": "overrides",
+}
+# A call's text longer than this is refused unread; BFCL's longest ground-truth call has 6,839 characters.
+MAX_CALL_CHARS = 20_000
+
+
+class UnsupportedBackend(ValueError):
+    """An API class grpo-tools does not run: a refused backend, or a name bfcl-eval does not know."""
+
+
+class CallSyntaxError(ValueError):
+    """A call's text that is not one call of a plain name with literal arguments; the message says why."""
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    """One call as BFCL writes it, read but not run: the function's name, its positional and keyword arguments."""
+
+    name: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+def bfcl_module(name: str) -> Any:
+    """Import a module of the installed bfcl-eval with `BFCL_PROJECT_ROOT` set (to a temporary folder unless the user
+    set it), so that no import writes into site-packages."""
+    if "BFCL_PROJECT_ROOT" not in os.environ:
+        os.environ["BFCL_PROJECT_ROOT"] = tempfile.mkdtemp(prefix="grpo-tools-bfcl-")
+    if importlib.util.find_spec("bfcl_eval") is None:
+        raise UnsupportedBackend("bfcl-eval is not installed (`pip install --no-deps bfcl-eval`)")
+    return importlib.import_module(name)
+
+
+def _backend_config() -> Any:
+    return bfcl_module("bfcl_eval.constants.executable_backend_config")
+
+
+@functools.cache
+def api_class(name: str) -> type:
+    """BFCL's API class of that name, imported from the installed bfcl-eval; `UnsupportedBackend` for a refused one.
+
+    >>> api_class("MathAPI").__name__
+    'MathAPI'
+    >>> api_class("WebSearchAPI")
+    Traceback (most recent call last):
+    ...
+    grpo_tools.data.converters.bfcl_multi_turn.UnsupportedBackend: WebSearchAPI is not supported: it needs requests, beautifulsoup4, html2text and serpapi (and the network)
+    """
+    if name in REFUSED_BACKENDS:
+        raise UnsupportedBackend(f"{name} is not supported: it needs {REFUSED_BACKENDS[name]}")
+    paths = _backend_config().CLASS_FILE_PATH_MAPPING
+    if name not in paths:
+        known = ", ".join(sorted(set(paths) - set(REFUSED_BACKENDS)))
+        raise UnsupportedBackend(f"{name!r} is not one of BFCL's API classes ({known})")
+    return getattr(bfcl_module(paths[name]), name)
+
+
+def is_stateless(name: str) -> bool:
+    """Whether BFCL treats the API class as stateless (it then loads no scenario: `MathAPI`)."""
+    return name in _backend_config().STATELESS_CLASSES
+
+
+@functools.cache
+def _function_docs(name: str) -> tuple[dict[str, Any], ...]:
+    api_class(name)  # refuses what we do not run, and checks the name
+    files = _backend_config().MULTI_TURN_FUNC_DOC_FILE_MAPPING
+    path = Path(bfcl_module("bfcl_eval").__file__).parent / "data" / "multi_turn_func_doc" / files[name]
+    return tuple(json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+
+
+def function_docs(name: str) -> list[dict[str, Any]]:
+    """BFCL's own function docs of one API class (a copy), as its inference offers them to a model."""
+    return copy.deepcopy(list(_function_docs(name)))
+
+
+def parse_call(text: str) -> ParsedCall:
+    """Read a call written as BFCL writes it, without running it.
+
+    >>> parse_call("mv(source='a.txt', destination='temp')")
+    ParsedCall(name='mv', args=(), kwargs={'source': 'a.txt', 'destination': 'temp'})
+    >>> parse_call("__import__('os').getcwd()")
+    Traceback (most recent call last):
+    ...
+    grpo_tools.data.converters.bfcl_multi_turn.CallSyntaxError: a call must name a function directly, not an expression (Attribute)
+    """
+    if not isinstance(text, str):
+        raise CallSyntaxError(f"a call must be text, got {type(text).__name__}")
+    if len(text) > MAX_CALL_CHARS:
+        raise CallSyntaxError(f"a call is longer than {MAX_CALL_CHARS} characters")
+    try:
+        with warnings.catch_warnings():  # an unknown escape in a string literal warns; it is still only text
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:  # ValueError: null bytes
+        raise CallSyntaxError(f"not a call ({getattr(error, 'msg', None) or type(error).__name__})") from None
+    call = tree.body
+    if not isinstance(call, ast.Call):
+        raise CallSyntaxError(f"not a call but an expression ({type(call).__name__})")
+    if not isinstance(call.func, ast.Name):
+        raise CallSyntaxError(f"a call must name a function directly, not an expression ({type(call.func).__name__})")
+    if any(isinstance(arg, ast.Starred) for arg in call.args) or any(kw.arg is None for kw in call.keywords):
+        raise CallSyntaxError("a call cannot unpack arguments (* or **)")
+    try:
+        args = tuple(ast.literal_eval(arg) for arg in call.args)
+        kwargs = {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        raise CallSyntaxError(
+            f"the arguments of {call.func.id} must be literals (strings, numbers, lists, ...)"
+        ) from None
+    return ParsedCall(call.func.id, args, kwargs)
+
+
+def bind_call(method: Any, call: ParsedCall) -> dict[str, Any]:
+    """The call's arguments by parameter name, positional ones bound by the method's signature (BFCL's ground truth
+    writes `sort('final_report.pdf')`); `TypeError` when they do not fit the signature."""
+    function, bound = getattr(method, "__func__", method), getattr(method, "__self__", None)
+    signature = _signature(function)
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values()):
+        raise TypeError(f"{call.name} takes variable arguments, which calls cannot be bound to")
+    if bound is None:
+        return dict(signature.bind(*call.args, **call.kwargs).arguments)
+    arguments = signature.bind(bound, *call.args, **call.kwargs).arguments
+    arguments.pop(next(iter(signature.parameters)))  # the instance
+    return dict(arguments)
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(function: Any) -> inspect.Signature:
+    """A function's signature, read once: the executor binds thousands of calls to the same few methods."""
+    return inspect.signature(function)
+
+
+def scenario_of(row_id: str) -> str:
+    """The scenario a BFCL multi-turn row belongs to: the four categories ask about the same scenarios (row N of each
+    starts from the same task), so splits go by this key, never by category. `multi_turn_miss_func_12` -> `bfcl-12`."""
+    return f"bfcl-{row_id.rsplit('_', 1)[-1]}"
+
+
+def _owner(classes: list[str], name: str) -> str:
+    owners = [cls for cls in classes if any(doc["name"] == name for doc in _function_docs(cls))]
+    if len(owners) != 1:
+        raise ConversionError(f"function {name!r} belongs to {len(owners)} of the row's classes {classes}")
+    return owners[0]
+
+
+def _gold_call(text: str, classes: list[str], where: str) -> dict[str, Any]:
+    """A ground-truth call as a canonical call: its arguments bound to parameter names by the method's signature."""
+    try:
+        call = parse_call(text)
+        method = getattr(api_class(_owner(classes, call.name)), call.name)
+        arguments = bind_call(method, ParsedCall(call.name, (None, *call.args), call.kwargs))
+    except (CallSyntaxError, TypeError) as error:
+        raise ConversionError(f"{where}: {text!r}: {error}") from None
+    arguments.pop(next(iter(inspect.signature(method).parameters)))  # the instance (`self`)
+    return {"name": call.name, "arguments": arguments}
+
+
+def convert_bfcl_multi_turn(row: Mapping[str, Any], index: int, context: SourceContext) -> list[dict[str, Any]]:
+    """One BFCL multi-turn entry, joined with its ground truth, as one canonical `multi_turn` row.
+
+    `messages` are the first turn's; `tools` every function the row offers at some turn, in BFCL's function docs;
+    `answers` every ground-truth call in order, arguments by name. `env` holds what the environment needs to reset
+    and the conversation needs to go on: `name` ("bfcl"), `category` (BFCL's), `scenario` (`scenario_of`),
+    `involved_classes`, `initial_config`, `long_context`, `turns` (each turn's user messages, `[]` for a turn that
+    only brings held-out functions) and `missed_function` (turn index -> names held out until that turn). `expected`
+    is BFCL's ground truth, per turn the calls as BFCL writes them: the verdict compares a trajectory with it.
+    """
+    row_id = require(row, "id", str)
+    category = row_id.rsplit("_", 1)[0]
+    if category not in MULTI_TURN_CATEGORIES:
+        raise ConversionError(f"id {row_id!r}: not one of BFCL's multi-turn categories {MULTI_TURN_CATEGORIES}")
+    turns = require(row, "question", list)
+    classes = require(row, "involved_classes", list)
+    truth = context.ground_truth.get(row_id)
+    if truth is None:
+        raise ConversionError(f"no possible answer with id {row_id!r} in the answers file")
+    ground_truth = require(truth, "ground_truth", list)
+    if len(ground_truth) != len(turns):
+        raise ConversionError(f"ground_truth: {len(ground_truth)} turns, but the question has {len(turns)}")
+    for t, turn in enumerate(turns):
+        if not isinstance(turn, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("content"), str) for m in turn
+        ):
+            raise ConversionError(f"question[{t}]: expected a list of messages {{role, content}}")
+    if not turns or not turns[0]:
+        raise ConversionError("question[0]: the first turn has no message")
+    try:
+        docs = [doc for cls in classes for doc in _function_docs(cls)]
+    except UnsupportedBackend as error:
+        raise ConversionError(f"involved_classes: {error}") from None
+    missed = row.get("missed_function", {})
+    if not isinstance(missed, dict) or not all(isinstance(v, list) for v in missed.values()):
+        raise ConversionError("missed_function: expected {turn index: [function names]}")
+    answers = [
+        _gold_call(text, classes, f"ground_truth[{t}][{i}]")
+        for t, turn in enumerate(ground_truth)
+        for i, text in enumerate(turn)
+    ]
+    messages = [{"role": m.get("role", "user"), "content": m["content"]} for m in turns[0]]
+    tools = canonical_tools(docs, "function docs")
+    # BFCL's ground truth once gives a value its schema refuses (`close_ticket(ticket_id='ticket_001')`, an integer
+    # parameter). Such a row states each gold value as its only acceptable one, BFCL's layout, which `check-data`
+    # accepts where the schema disagrees; the executor refuses the call, as the checker's API fails it.
+    specs = normalize_tools(tools)
+    possible = None
+    if any(validate_arguments(specs[call["name"]], call["arguments"]) for call in answers):
+        possible = [{call["name"]: {k: [v] for k, v in call["arguments"].items()}} for call in answers]
+    out = canonical_row(row_id, messages, tools, answers, possible_answers=possible, category="multi_turn")
+    out["env"] = {
+        "name": "bfcl",
+        "category": category,
+        "scenario": scenario_of(row_id),
+        "involved_classes": list(classes),
+        "initial_config": row.get("initial_config", {}),
+        "long_context": "long_context" in category,
+        "turns": [[{"role": m.get("role", "user"), "content": m["content"]} for m in turn] for turn in turns],
+        "missed_function": {str(turn): list(names) for turn, names in missed.items()},
+    }
+    out["expected"] = ground_truth
+    return [out]
