@@ -89,7 +89,10 @@ def model_for_generation(trainer: Any) -> Iterator[Any]:
     must enter it; elsewhere it unwraps and nothing more)."""
     from trl.models import unwrap_model_for_generation
 
-    with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
+    checkpointing = trainer.args.gradient_checkpointing_kwargs  # switched back on as trl's own generation does
+    with unwrap_model_for_generation(
+        trainer.model_wrapped, trainer.accelerator, gradient_checkpointing_kwargs=checkpointing
+    ) as model:
         yield model
 
 
