@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # Modules that are libraries of the lab, not scripts: imported by the scripts, with no command line of their own.
-NOT_SCRIPTS = {"__init__", "common", "bfcl_reference", "catalog", "swapped"}
+NOT_SCRIPTS = {"__init__", "common", "bfcl_reference", "bfcl_multi_turn_reference", "catalog", "swapped"}
 SCRIPTS = sorted(
     f"{folder}.{path.stem}"
     for folder in ("tasks", "benchmarks", "experiments")
