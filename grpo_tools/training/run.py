@@ -22,7 +22,7 @@ from grpo_tools.tools.environments import is_multi_turn, make_environment_factor
 from grpo_tools.tools.trajectories import multi_turn_dataset
 from grpo_tools.training.configs import ConfigError, check_rows_fill_a_step, model_init_kwargs, tokenizer_kwargs
 from grpo_tools.training.held_out import held_out_evaluator
-from grpo_tools.training.reward_funcs import training_rewards
+from grpo_tools.training.reward_funcs import check_reward_rows, training_rewards
 from grpo_tools.training.sharding import check_sharded_run
 
 
@@ -248,6 +248,7 @@ def build_trainer(
     }
     multi_turn = is_multi_turn(train_rows)
     reward_funcs, added_rewards = training_rewards(training_args, multi_turn)
+    check_reward_rows(training_args.reward_funcs, train_rows)
     rollouts: dict[str, Any] = {}
     if multi_turn:
         if training_args.gold_in_group:
