@@ -89,15 +89,17 @@ def _call_reward(name: str, training_args: Any) -> Callable[..., list[float]]:
     return REWARDS[name].function
 
 
-def check_reward_rows(names: Any, rows: Any) -> None:
-    """Refuse `bfcl_turn` on rows that are not BFCL's per-turn rows (`env.turn`), naming the first such row, before a
-    model loads rather than at the first reward."""
+def check_reward_rows(names: Any, rows: Any, source: str | None = None) -> None:
+    """Refuse `bfcl_turn` on rows that are not BFCL's per-turn rows (`env.turn`, `env.ground_truth`), naming the file
+    (`source`), the first such row and the field, before a model loads rather than at the first reward."""
     if "bfcl_turn" not in names:
         return
-    for row in rows:
+    for number, row in enumerate(rows, start=1):
         env = row.get("env")
-        if not isinstance(env, dict) or "turn" not in env or "ground_truth" not in env:
+        missing = [key for key in ("turn", "ground_truth") if not isinstance(env, dict) or key not in env]
+        if missing:
+            where = f"{source}: " if source else ""
             raise ConfigError(
-                f"reward_funcs bfcl_turn: row id={row.get('id')} is not a per-turn BFCL row (env.turn, "
-                "env.ground_truth); write them with `grpo-tools convert --from bfcl multi_turn_base --per-turn`"
+                f"reward_funcs bfcl_turn: {where}row {number} (id={row.get('id')}): env.{missing[0]}: missing, so it "
+                "is not a per-turn BFCL row; write them with `grpo-tools convert --from bfcl multi_turn_base --per-turn`"
             )

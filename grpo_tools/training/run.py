@@ -147,6 +147,7 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
     # Data
     train_rows, eval_rows = _load_data(script_args, training_args)
     training_rewards(training_args, is_multi_turn(train_rows))  # a reward these rows cannot feed stops here
+    check_reward_rows(training_args.reward_funcs, train_rows, script_args.dataset_name)
 
     # Model, warm-started on the gold answers when the recipe asks
     tokenizer = _load_tokenizer(training_args, model_args)

@@ -51,4 +51,4 @@ def test_bfcl_turn_on_rows_that_are_not_per_turn_rows_is_refused_before_the_mode
         ["train", "--config", RECIPE, *flags, "--output_dir", str(tmp_path / "out"), "--gold_in_group", "false"]
     )
     assert code == 2
-    assert "bfcl_turn: row id=" in capsys.readouterr().err
+    assert f"bfcl_turn: {small_data['train']}: row 1 (id=" in capsys.readouterr().err
