@@ -25,7 +25,9 @@ COMMANDS: dict[str, Command] = {
         "Score a file of model outputs against a canonical dataset.", "grpo_tools.evaluation.scoring:main"
     ),
     "check-data": Command("Lint a canonical tool-calling dataset.", "grpo_tools.data.rows:check_data_main"),
-    "convert": Command("Convert a public tool-calling dataset to canonical rows.", "grpo_tools.data.converters:main"),
+    "convert": Command(
+        "Convert a public tool-calling dataset to canonical rows.", "grpo_tools.tools.bfcl_turns:convert_main"
+    ),
     "eval": Command(
         "Generate with a model (and adapter) on canonical rows and score its calls.",
         "grpo_tools.evaluation.evaluate:main",

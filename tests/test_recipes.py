@@ -10,8 +10,8 @@ import torch
 import yaml
 from trl import TrlParser
 
-from grpo_tools.rewards import REWARDS
 from grpo_tools.training.configs import ModelConfig, ToolGRPOConfig, ToolScriptArguments
+from grpo_tools.training.reward_funcs import REWARD_FUNCS
 
 
 RECIPES = sorted(Path("recipes").glob("*/grpo/*.yaml"))
@@ -29,6 +29,8 @@ def test_the_expected_recipes_exist():
         "Llama-3.2-1B-Instruct/tool-use",
         "SmolLM2-135M-Instruct/bfcl",
         "SmolLM2-135M-Instruct/bfcl-gpu",
+        "tiny/bfcl-multi-turn-cpu",
+        "Qwen2.5-1.5B-Instruct/bfcl-multi-turn",
     } <= names
     assert {path.stem for path in ACCELERATE} == {"ddp", "zero2", "zero3", "fsdp"}
 
@@ -43,7 +45,7 @@ def test_recipe_parses_with_the_real_parser(recipe):
     parser = TrlParser((ToolScriptArguments, ToolGRPOConfig, ModelConfig))
     script_args, training_args, model_args = parser.parse_args_and_config(["--config", str(recipe), *overrides])
     assert model_args.model_name_or_path and script_args.dataset_name and training_args.output_dir
-    assert set(training_args.reward_funcs) <= set(REWARDS)
+    assert set(training_args.reward_funcs) <= set(REWARD_FUNCS)
     assert training_args.output_dir.startswith("outputs/")
     text = recipe.read_text()
     header = text.split("\n\n")[0]

@@ -129,8 +129,12 @@ def prompt_dataset(
     from datasets import Dataset
 
     records = []
+    # BFCL's per-turn rows carry `env`, which their reward (`bfcl_turn`) reads to rebuild the APIs: as JSON text
+    with_env = any("env" in row for row in rows)
     for row, rendered in rendered_rows(rows, tokenizer, with_gold, unrenderable_rows, source):
         record = {"prompt": rendered["prompt"], **_reward_columns(row)}
+        if with_env:
+            record["env"] = json.dumps(row["env"], sort_keys=True) if "env" in row else None
         if with_gold:
             record["gold_completion"] = rendered["gold_completion"]
         records.append(record)

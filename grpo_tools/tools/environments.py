@@ -69,7 +69,8 @@ ENVIRONMENTS: dict[str, type[ToolEnvironment]] = {
 # trl finds an environment's tools among its methods, and BFCL's functions differ by row and turn.
 _NOT_FOR_ROLLOUTS: dict[str, str] = {
     BFCLEnvironment.name: "BFCL's multi-turn rows are scored with `grpo-tools score` against BFCL's result files; "
-    "training and `grpo-tools eval` on them are not built yet",
+    "`grpo-tools eval` on them is not built yet, and to train on them cut them into per-turn rows "
+    "(`grpo-tools convert --from bfcl multi_turn_base --per-turn`, reward `bfcl_turn`)",
 }
 
 
@@ -90,14 +91,16 @@ def get_environment(row: dict[str, Any]) -> type[ToolEnvironment]:
 def is_multi_turn(rows: Sequence[dict[str, Any]]) -> bool:
     """True when every row is multi-turn (has `env` and `expected`), False when none is; a mix is an error, since
     one training run either executes tools or scores single calls. Rows of an environment that cannot be rolled out
-    yet (BFCL's) are an error naming the row."""
+    yet (BFCL's whole conversations) are an error naming the row; BFCL's per-turn rows (`env` without `expected`) are
+    single-turn rows."""
     from grpo_tools.data.rows import DataError
 
     flags = {"env" in row and "expected" in row for row in rows}
     for row in rows:
         state = _env_state(row) if "env" in row else None
         name = state.get("name") if isinstance(state, dict) else None
-        if name in _NOT_FOR_ROLLOUTS:
+        # A per-turn row (`grpo_tools.tools.bfcl_turns`: `env` without `expected`) is a single-turn row
+        if name in _NOT_FOR_ROLLOUTS and "expected" in row:
             raise DataError(f"row id={row.get('id')}: env.name {name!r}: {_NOT_FOR_ROLLOUTS[name]}")
     if len(flags) > 1:
         first = next(row for row in rows if ("env" in row) != ("env" in rows[0]))

@@ -240,6 +240,18 @@ class ToolGRPOConfig(GRPOConfig, DecisionArguments):
         default=2.0,
         metadata={"help": "Multi-turn rows only: seconds a tool call may run before the model is told it timed out."},
     )
+    bfcl_partial_credit: Literal["none", "state", "calls"] = field(
+        default="none",
+        metadata={
+            "help": "`bfcl_turn` only: what a turn that fails BFCL's checks earns; `none` 0, `state` 0.5 when the "
+            "APIs' state matches the ground truth's but a result it shows is missing, `calls` 0.5 x the share of the "
+            "turn's state-changing ground-truth calls made exactly (docs/multi-turn.md says how each can be gamed).",
+        },
+    )
+    bfcl_extra_call_cost: float = field(
+        default=0.0,
+        metadata={"help": "`bfcl_turn` only: reward lost per call beyond the count of the turn's ground-truth calls."},
+    )
 
     def __post_init__(self) -> None:
         if self.bf16 is None and not self.fp16:
@@ -268,6 +280,8 @@ class ToolGRPOConfig(GRPOConfig, DecisionArguments):
                 f"outcome_reward_weight and extra_call_cost must be >= 0, got {self.outcome_reward_weight} and "
                 f"{self.extra_call_cost}"
             )
+        if self.bfcl_extra_call_cost < 0:
+            raise ConfigError(f"bfcl_extra_call_cost must be >= 0, got {self.bfcl_extra_call_cost}")
         if not self.tool_timeout > 0:
             raise ConfigError(f"tool_timeout must be > 0 seconds, got {self.tool_timeout}")
         if self.skip_zero_std_groups and self.steps_per_generation != 1:

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from grpo_tools.rewards import REWARDS, get_tool_decision_reward
+from grpo_tools.tools.bfcl_turn_reward import bfcl_turn_reward, get_bfcl_turn_reward
 from grpo_tools.tools.trajectories import extra_calls_reward, outcome_reward, trajectory_reward
 from grpo_tools.training.errors import ConfigError
 
 
-__all__ = ["REWARD_FUNCS", "RewardFunc", "training_rewards"]
+__all__ = ["REWARD_FUNCS", "RewardFunc", "check_reward_rows", "training_rewards"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,11 @@ REWARD_FUNCS: dict[str, RewardFunc] = {
     **{name: RewardFunc(spec.function, spec.description) for name, spec in REWARDS.items()},
     "outcome": RewardFunc(outcome_reward, "multi-turn: 1 when the final answer matches the row's `expected`", True),
     "extra_calls": RewardFunc(extra_calls_reward, "multi-turn: minus the calls beyond the row's gold calls", True),
+    "bfcl_turn": RewardFunc(
+        bfcl_turn_reward,
+        "BFCL per-turn rows: BFCL's state and response checks on the turn after running its calls (1 or 0; "
+        "options bfcl_partial_credit, bfcl_extra_call_cost)",
+    ),
 }
 
 
@@ -58,6 +64,10 @@ def training_rewards(
                 "(no `env`)"
             )
         return [_call_reward(name, training_args) for name in names], []
+    if "bfcl_turn" in names:
+        raise ConfigError(
+            "reward_funcs bfcl_turn scores BFCL's per-turn rows; these rows are multi-turn conversations"
+        )
     functions = [
         REWARD_FUNCS[name].function
         if REWARD_FUNCS[name].multi_turn_only
@@ -70,7 +80,26 @@ def training_rewards(
 
 
 def _call_reward(name: str, training_args: Any) -> Callable[..., list[float]]:
+    if name == "bfcl_turn":
+        partial_credit = getattr(training_args, "bfcl_partial_credit", "none")
+        return get_bfcl_turn_reward(partial_credit, getattr(training_args, "bfcl_extra_call_cost", 0.0))
     values = getattr(training_args, "decision_values", None)
     if name == "tool_decision" and values is not None:
         return get_tool_decision_reward(values())
     return REWARDS[name].function
+
+
+def check_reward_rows(names: Any, rows: Any, source: str | None = None) -> None:
+    """Refuse `bfcl_turn` on rows that are not BFCL's per-turn rows (`env.turn`, `env.ground_truth`), naming the file
+    (`source`), the first such row and the field, before a model loads rather than at the first reward."""
+    if "bfcl_turn" not in names:
+        return
+    for number, row in enumerate(rows, start=1):
+        env = row.get("env")
+        missing = [key for key in ("turn", "ground_truth") if not isinstance(env, dict) or key not in env]
+        if missing:
+            where = f"{source}: " if source else ""
+            raise ConfigError(
+                f"reward_funcs bfcl_turn: {where}row {number} (id={row.get('id')}): env.{missing[0]}: missing, so it "
+                "is not a per-turn BFCL row; write them with `grpo-tools convert --from bfcl multi_turn_base --per-turn`"
+            )

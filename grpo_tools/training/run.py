@@ -22,7 +22,7 @@ from grpo_tools.tools.environments import is_multi_turn, make_environment_factor
 from grpo_tools.tools.trajectories import multi_turn_dataset
 from grpo_tools.training.configs import ConfigError, check_rows_fill_a_step, model_init_kwargs, tokenizer_kwargs
 from grpo_tools.training.held_out import held_out_evaluator
-from grpo_tools.training.reward_funcs import training_rewards
+from grpo_tools.training.reward_funcs import check_reward_rows, training_rewards
 from grpo_tools.training.sharding import check_sharded_run
 
 
@@ -147,6 +147,7 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
     # Data
     train_rows, eval_rows = _load_data(script_args, training_args)
     training_rewards(training_args, is_multi_turn(train_rows))  # a reward these rows cannot feed stops here
+    check_reward_rows(training_args.reward_funcs, train_rows, script_args.dataset_name)
 
     # Model, warm-started on the gold answers when the recipe asks
     tokenizer = _load_tokenizer(training_args, model_args)
@@ -248,6 +249,7 @@ def build_trainer(
     }
     multi_turn = is_multi_turn(train_rows)
     reward_funcs, added_rewards = training_rewards(training_args, multi_turn)
+    check_reward_rows(training_args.reward_funcs, train_rows)
     rollouts: dict[str, Any] = {}
     if multi_turn:
         if training_args.gold_in_group:

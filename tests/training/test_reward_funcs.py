@@ -28,7 +28,7 @@ def test_every_reward_is_accepted_by_name_on_the_command_line(name):
 def test_the_registry_holds_every_reward_and_the_help_lists_each():
     from grpo_tools.training.reward_funcs import REWARD_FUNCS
 
-    assert list(REWARD_FUNCS) == [*REWARDS, *MULTI_TURN_NAMES]
+    assert list(REWARD_FUNCS) == [*REWARDS, *MULTI_TURN_NAMES, "bfcl_turn"]
     assert REWARD_FUNCS["outcome"].function is outcome_reward
     assert REWARD_FUNCS["extra_calls"].function is extra_calls_reward
     assert all(REWARD_FUNCS[name].function is REWARDS[name].function for name in REWARDS)
@@ -59,3 +59,31 @@ def test_a_multi_turn_reward_on_single_turn_rows_is_refused(tmp_path):
     args = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True, reward_funcs=["tool_exact", "extra_calls"])
     with pytest.raises(ConfigError, match="reward_funcs extra_calls scores multi-turn trajectories"):
         training_rewards(args, multi_turn=False)
+
+
+def test_bfcl_turn_takes_its_options_from_the_configuration_and_refuses_whole_conversations(tmp_path):
+    """`bfcl_partial_credit` and `bfcl_extra_call_cost` reach the reward; on multi-turn rows `bfcl_turn` is refused."""
+    pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (`make install` installs it)")
+    from grpo_tools.training.reward_funcs import training_rewards
+
+    env = {"involved_classes": ["MathAPI"], "turn": 0, "ground_truth": [["add(a=1, b=2)", "add(a=3, b=4)"]]}
+    with_extra = "[add(a=1, b=2), add(a=3, b=5), add(a=3, b=4), add(a=3, b=4)]"  # every result there, two extra calls
+    scores = {}
+    for partial, cost in (("none", 0.0), ("none", 0.1), ("state", 0.0), ("calls", 0.0)):
+        args = ToolGRPOConfig(
+            output_dir=str(tmp_path),
+            use_cpu=True,
+            reward_funcs=["bfcl_turn"],
+            bfcl_partial_credit=partial,
+            bfcl_extra_call_cost=cost,
+        )
+        (reward,), added = training_rewards(args, multi_turn=False)
+        assert added == []
+        scores[partial, cost] = reward([with_extra, "[add(a=1, b=2)]"], env=[env, env])
+    assert scores["none", 0.0] == [1.0, 0.0]
+    assert scores["none", 0.1] == [pytest.approx(0.8), 0.0]
+    assert scores["state", 0.0] == [1.0, 0.5]  # MathAPI keeps no state: the state check passes, a result is missing
+    assert scores["calls", 0.0] == [1.0, 0.0]  # and there is no state-changing call to credit
+    args = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True, reward_funcs=["bfcl_turn"])
+    with pytest.raises(ConfigError, match="bfcl_turn scores BFCL's per-turn rows"):
+        training_rewards(args, multi_turn=True)

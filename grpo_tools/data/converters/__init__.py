@@ -66,6 +66,7 @@ def convert_rows(
     ground_truth: Mapping[str, Mapping[str, Any]] | None = None,
     category: str | None = None,
     sink: Callable[[dict[str, Any]], None] | None = None,
+    expand: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None,
 ) -> ConversionResult:
     """Convert source rows of one format (a name in `CONVERTERS`) to canonical rows.
 
@@ -73,7 +74,8 @@ def convert_rows(
     is recorded in `result.failures` with its number and reason, never dropped silently. BFCL needs `ground_truth`
     (possible-answer rows by id, see `load_ground_truth`) except for irrelevance, and takes `category` from its
     file name (`bfcl_category`). `sink`, when given, receives each canonical row instead of `result.rows`, so big
-    datasets stream to a file.
+    datasets stream to a file. `expand`, when given, turns each canonical row into the rows written in its place
+    (`--per-turn`); a `ConversionError` it raises is recorded as the source row's failure.
 
     >>> row = {"id": 1, "query": "Hi?", "tools": '[{"name": "f", "parameters": {}}]', "answers": "[]"}
     >>> convert_rows("xlam", [row]).rows[0]["category"]
@@ -94,6 +96,8 @@ def convert_rows(
             continue
         try:
             converted = function(row, number - 1, context)
+            if expand is not None:
+                converted = [expanded for canonical in converted for expanded in expand(canonical)]
         # ConversionError and SchemaError are ValueErrors; the others come from rows shaped unlike the format.
         except ValueError as error:
             result.failures.append(RowFailure(number, str(error)))
@@ -110,8 +114,11 @@ def convert_rows(
     return result
 
 
-def main(argv: list[str]) -> int:
-    """`grpo-tools convert --from FORMAT INPUT --output OUT.jsonl`: convert a public dataset to canonical rows."""
+def main(argv: list[str], per_turn: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None) -> int:
+    """`grpo-tools convert --from FORMAT INPUT --output OUT.jsonl`: convert a public dataset to canonical rows.
+
+    `per_turn` cuts a BFCL multi-turn row into per-turn rows for `--per-turn`; it runs BFCL's APIs, which this layer
+    cannot import, so `grpo-tools convert` passes `grpo_tools.tools.bfcl_turns.per_turn_rows`."""
     parser = argparse.ArgumentParser(
         prog="grpo-tools convert",
         description="Convert a public tool-calling dataset to canonical rows (JSONL). Rows that cannot be "
@@ -133,9 +140,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--split", default="train", help="split of a Hugging Face dataset (default: train)")
     parser.add_argument("--output", "-o", required=True, help="canonical JSONL file to write")
     parser.add_argument("--strict", action="store_true", help="exit 1 when any source row cannot be converted")
+    parser.add_argument(
+        "--per-turn",
+        action="store_true",
+        help="for --from bfcl multi_turn_*: one row per user turn, the earlier turns taken from the ground truth and "
+        "run (docs/multi-turn.md, 'Training on BFCL's multi-turn rows'); these rows train with the bfcl_turn reward",
+    )
     args = parser.parse_args(argv)
     if args.answers and args.source != "bfcl":
         parser.error("--answers only applies to --from bfcl")
+    if args.per_turn and (args.source != "bfcl" or per_turn is None):
+        parser.error("--per-turn only applies to --from bfcl with a multi-turn category (multi_turn_base, ...)")
 
     try:
         category, ground_truth = None, None
@@ -144,9 +159,18 @@ def main(argv: list[str]) -> int:
             source, answers = bfcl_files(args.input, args.answers)
             category = bfcl_category(source)
             ground_truth = load_ground_truth(answers) if answers else None
+            if args.per_turn and category != "multi_turn":
+                parser.error(f"--per-turn only applies to BFCL's multi-turn categories, not {args.input!r}")
         rows = read_source(source, split=args.split)
         with JsonlWriter(args.output) as writer:
-            result = convert_rows(args.source, rows, ground_truth=ground_truth, category=category, sink=writer.write)
+            result = convert_rows(
+                args.source,
+                rows,
+                ground_truth=ground_truth,
+                category=category,
+                sink=writer.write,
+                expand=per_turn if args.per_turn else None,
+            )
     except DataError as error:
         print(f"grpo-tools convert: {error}", file=sys.stderr)
         return 2
