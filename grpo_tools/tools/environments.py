@@ -65,11 +65,12 @@ ENVIRONMENTS: dict[str, type[ToolEnvironment]] = {
 }
 
 
-# Environments whose rows can be converted, checked and scored, but not yet rolled out by a model (training, `eval`):
-# trl finds an environment's tools among its methods, and BFCL's functions differ by row and turn.
+# Environments whose rows can be converted, checked, scored and evaluated (`grpo-tools eval` runs BFCL's rows as
+# whole conversations, `grpo_tools.evaluation.bfcl_conversations`), but not yet trained on: trl finds an
+# environment's tools among its methods, and BFCL's functions differ by row and turn.
 _NOT_FOR_ROLLOUTS: dict[str, str] = {
-    BFCLEnvironment.name: "BFCL's multi-turn rows are scored with `grpo-tools score` against BFCL's result files; "
-    "training and `grpo-tools eval` on them are not built yet",
+    BFCLEnvironment.name: "BFCL's multi-turn rows are evaluated with `grpo-tools eval` and scored with "
+    "`grpo-tools score`; training on them is not built yet",
 }
 
 
@@ -87,17 +88,17 @@ def get_environment(row: dict[str, Any]) -> type[ToolEnvironment]:
     return ENVIRONMENTS[name]
 
 
-def is_multi_turn(rows: Sequence[dict[str, Any]]) -> bool:
+def is_multi_turn(rows: Sequence[dict[str, Any]], evaluating: bool = False) -> bool:
     """True when every row is multi-turn (has `env` and `expected`), False when none is; a mix is an error, since
-    one training run either executes tools or scores single calls. Rows of an environment that cannot be rolled out
-    yet (BFCL's) are an error naming the row."""
+    one training run either executes tools or scores single calls. Rows of an environment that cannot be trained on
+    yet (BFCL's) are an error naming the row, unless `evaluating` (`grpo-tools eval` runs them)."""
     from grpo_tools.data.rows import DataError
 
     flags = {"env" in row and "expected" in row for row in rows}
     for row in rows:
         state = _env_state(row) if "env" in row else None
         name = state.get("name") if isinstance(state, dict) else None
-        if name in _NOT_FOR_ROLLOUTS:
+        if name in _NOT_FOR_ROLLOUTS and not evaluating:
             raise DataError(f"row id={row.get('id')}: env.name {name!r}: {_NOT_FOR_ROLLOUTS[name]}")
     if len(flags) > 1:
         first = next(row for row in rows if ("env" in row) != ("env" in rows[0]))
