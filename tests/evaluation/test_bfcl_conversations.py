@@ -242,3 +242,31 @@ def test_training_still_refuses_bfcl_rows(picked):
     with pytest.raises(DataError, match="training on them is not built yet"):
         is_multi_turn([picked["multi_turn_base"].row])
     assert is_multi_turn([picked["multi_turn_base"].row], evaluating=True)
+
+
+def test_hostile_steps_never_run_and_leave_the_state_alone(picked, tokenizer, tmp_path, monkeypatch):
+    """Code in a model's step is parsed, never run: `eval`, `exec` and `os.system` stay uncalled, no file appears,
+    and the state is what a conversation without calls leaves."""
+    import builtins
+    import os
+
+    row = picked["multi_turn_base"].row
+    marker = tmp_path / "pwned"
+    hostile = [
+        f"[__import__('os').system('touch {marker}')]",
+        '<tool_call>\n{"name": "__import__", "arguments": {"name": "os"}}\n</tool_call>',
+        '<tool_call>\n{"name": "_load_scenario", "arguments": {"scenario": {}}}\n</tool_call>',
+        f"[cd(folder=open('{marker}', 'w'))]",
+    ]
+    # a conversation without calls first: its imports and the compiled chat template are then in place
+    untouched = run_conversations([row], tokenizer, ScriptedModel({row["id"]: [["No."] * 10]}, [row]))[0]
+    watched = []
+    for owner, name in ((builtins, "eval"), (builtins, "exec"), (os, "system")):
+        monkeypatch.setattr(owner, name, lambda *args, _name=name, **kwargs: watched.append(_name))
+    (conversation,) = run_conversations(
+        [row], tokenizer, ScriptedModel({row["id"]: [[*hostile] + ["No."] * 10]}, [row])
+    )
+    assert not watched and not marker.exists()
+    assert conversation.session.state() == untouched.session.state()
+    results = [message["content"] for message in conversation.messages if message["role"] == "tool"]
+    assert len(results) >= 2 and all(result.startswith("Error during execution: ") for result in results)
