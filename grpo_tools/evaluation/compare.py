@@ -34,6 +34,8 @@ def print_comparison(reports: dict[str, dict[str, Any]], title: str | None = Non
     table.add_row("all", str(last["rows"]["data"]), *(f"{value:.3f}" for value in values), *change, style="bold")
     console = Console()
     console.print(table)
+    if all("overall" in report for report in reports.values()):  # BFCL's multi-turn column: the categories' mean
+        console.print("BFCL multi-turn overall: " + ", ".join(f"{k} {r['overall']:.3f}" for k, r in reports.items()))
     if "sampling" in last:
         sampling = Table(title=f"pass@k over {last['sampling']['num_samples']} samples per row")
         keys = [key for key in last["sampling"] if key.startswith("pass@")]

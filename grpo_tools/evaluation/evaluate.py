@@ -232,8 +232,8 @@ def _check_arguments(args: argparse.Namespace, parser: argparse.ArgumentParser) 
         parser.error("--num-samples > 1 needs a --temperature > 0 (greedy samples would all be the same)")
     if args.compare_base and not args.adapter:
         parser.error("--compare-base compares the base model with an adapter: give --adapter")
-    if args.max_new_tokens < 1 or args.batch_size < 1:
-        parser.error("--max-new-tokens and --batch-size must be at least 1")
+    if min(args.max_new_tokens, args.batch_size, args.max_conversation_tokens) < 1:
+        parser.error("--max-new-tokens, --batch-size and --max-conversation-tokens must be at least 1")
 
 
 def _check_adapter(folder: str) -> str | None:
@@ -271,6 +271,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--max-rows", type=int, default=None, help="evaluate the first N rows only")
     parser.add_argument(
         "--max-turns", type=int, default=4, help="multi-turn rows: assistant turns per rollout, tool results between"
+    )
+    parser.add_argument(
+        "--max-conversation-tokens", type=int, default=8192, help="BFCL rows: tokens a conversation may write"
     )
     parser.add_argument(
         "--unrenderable-rows",
@@ -327,12 +330,15 @@ def _run(args: argparse.Namespace, rows: list[dict[str, Any]], labels: list[str]
         except ImportError:
             print("grpo-tools eval: --vllm needs vLLM: pip install 'grpo-tools[vllm]'", file=sys.stderr)
             return 2
+    from grpo_tools.evaluation.bfcl_conversations import check_bfcl_rows, evaluate_bfcl_rows, is_bfcl_rows
     from grpo_tools.tools.environments import is_multi_turn
 
-    multi_turn = is_multi_turn(rows)
+    multi_turn = is_multi_turn(rows, evaluating=True)
     if multi_turn and (args.vllm or args.num_samples > 1):
         print("grpo-tools eval: multi-turn rows are evaluated greedily with transformers only", file=sys.stderr)
         return 2
+    if bfcl := multi_turn and is_bfcl_rows(rows):  # whole conversations, judged by BFCL's verdict
+        check_bfcl_rows(rows, args.data)
     from grpo_tools.models.loading import check_model_folder, load_tokenizer
 
     check_model_folder(args.model)
@@ -360,21 +366,17 @@ def _run(args: argparse.Namespace, rows: list[dict[str, Any]], labels: list[str]
         # The base model is the adapter's model with the adapter switched off: no second copy of the weights.
         context = model.disable_adapter() if model is not None and label == "base" and args.adapter else nullcontext()
         with context:
+            if bfcl:
+                reports[label] = evaluate_bfcl_rows(args, model, tokenizer, rows, label)
+                continue
             if multi_turn:
                 from grpo_tools.tools.rollouts import evaluate_multi_turn
 
                 # The same environments as training run the tools; the report scores the final answers.
                 reports[label] = evaluate_multi_turn(
-                    model,
-                    tokenizer,
-                    rows,
-                    args.output_dir,
-                    label=label,
-                    batch_size=args.batch_size,
-                    max_new_tokens=args.max_new_tokens,
-                    max_turns=args.max_turns,
-                    progress=not args.quiet,
-                )
+                    model, tokenizer, rows, args.output_dir, label=label, batch_size=args.batch_size,
+                    max_new_tokens=args.max_new_tokens, max_turns=args.max_turns, progress=not args.quiet,
+                )  # fmt: skip
                 continue
             reports[label] = evaluate_model(
                 model,

@@ -65,11 +65,13 @@ ENVIRONMENTS: dict[str, type[ToolEnvironment]] = {
 }
 
 
-# Environments whose rows can be converted, checked and scored, but not yet rolled out by a model (training, `eval`):
-# trl finds an environment's tools among its methods, and BFCL's functions differ by row and turn.
+# Environments whose whole conversations can be converted, checked, scored and evaluated (`grpo-tools eval` runs
+# BFCL's, `grpo_tools.evaluation.bfcl_conversations`), but not trained on as such: trl finds an environment's tools
+# among its methods, and BFCL's functions differ by row and turn. Training takes per-turn rows instead
+# (`grpo_tools.tools.bfcl_turns`).
 _NOT_FOR_ROLLOUTS: dict[str, str] = {
-    BFCLEnvironment.name: "BFCL's multi-turn rows are scored with `grpo-tools score` against BFCL's result files; "
-    "`grpo-tools eval` on them is not built yet, and to train on them cut them into per-turn rows "
+    BFCLEnvironment.name: "BFCL's whole multi-turn conversations are evaluated with `grpo-tools eval` and scored "
+    "with `grpo-tools score`; to train on them, cut them into per-turn rows "
     "(`grpo-tools convert --from bfcl multi_turn_base --per-turn`, reward `bfcl_turn`)",
 }
 
@@ -88,11 +90,11 @@ def get_environment(row: dict[str, Any]) -> type[ToolEnvironment]:
     return ENVIRONMENTS[name]
 
 
-def is_multi_turn(rows: Sequence[dict[str, Any]]) -> bool:
+def is_multi_turn(rows: Sequence[dict[str, Any]], evaluating: bool = False) -> bool:
     """True when every row is multi-turn (has `env` and `expected`), False when none is; a mix is an error, since
-    one training run either executes tools or scores single calls. Rows of an environment that cannot be rolled out
-    yet (BFCL's whole conversations) are an error naming the row; BFCL's per-turn rows (`env` without `expected`) are
-    single-turn rows."""
+    one training run either executes tools or scores single calls. Rows of an environment that cannot be trained on
+    as whole conversations (BFCL's) are an error naming the row, unless `evaluating` (`grpo-tools eval` runs them);
+    BFCL's per-turn rows (`env` without `expected`) are single-turn rows."""
     from grpo_tools.data.rows import DataError
 
     flags = {"env" in row and "expected" in row for row in rows}
@@ -100,7 +102,7 @@ def is_multi_turn(rows: Sequence[dict[str, Any]]) -> bool:
         state = _env_state(row) if "env" in row else None
         name = state.get("name") if isinstance(state, dict) else None
         # A per-turn row (`grpo_tools.tools.bfcl_turns`: `env` without `expected`) is a single-turn row
-        if name in _NOT_FOR_ROLLOUTS and "expected" in row:
+        if name in _NOT_FOR_ROLLOUTS and "expected" in row and not evaluating:
             raise DataError(f"row id={row.get('id')}: env.name {name!r}: {_NOT_FOR_ROLLOUTS[name]}")
     if len(flags) > 1:
         first = next(row for row in rows if ("env" in row) != ("env" in rows[0]))

@@ -166,9 +166,9 @@ def test_docstring_examples(module):
     assert result.failed == 0 and result.attempted > 0
 
 
-def test_training_and_eval_refuse_bfcl_rows_with_one_message(rows_by_category):
-    """trl cannot offer tools that change by row and turn: rows of the `bfcl` environment stop training and `eval`
-    before a model loads, with the row named, instead of running rollouts with no tools."""
+def test_training_refuses_bfcl_rows_with_one_message(rows_by_category):
+    """trl cannot offer tools that change by row and turn: rows of the `bfcl` environment stop training before a
+    model loads, with the row named, instead of running rollouts with no tools (`eval` runs them as conversations)."""
     from grpo_tools.data.rows import DataError
     from grpo_tools.tools import is_multi_turn
 
