@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from grpo_tools.tools.bfcl import BFCLSession, CallOutcome
-from grpo_tools.tools.bfcl_verdict import _missing, _run, _state_difference, decode_step
+from grpo_tools.tools.bfcl_verdict import decode_step, missing_results, run_call, state_difference
 
 
 __all__ = ["PARTIAL_CREDIT", "TurnStart", "bfcl_turn_reward", "get_bfcl_turn_reward", "score_turn", "turn_start"]
@@ -105,10 +105,10 @@ def score_turn(
     if not calls:
         return 0.0
     session = copy.deepcopy(start.before)
-    outcomes = [_run(session, call) for call in calls]
-    state_ok = _state_difference(session, start.after) is None
+    outcomes = [run_call(session, call) for call in calls]
+    state_ok = state_difference(session, start.after) is None
     results = [*start.earlier_results, *(outcome.result for outcome in outcomes)]
-    if state_ok and not _missing(start.gold_results, results):
+    if state_ok and not missing_results(start.gold_results, results):
         return 1.0 - extra
     credit = 0.0
     if partial_credit == "state" and state_ok:

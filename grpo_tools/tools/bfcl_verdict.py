@@ -30,7 +30,7 @@ from grpo_tools.rewards.parsing import load_json_or_literal, parse_tool_calls
 from grpo_tools.tools.bfcl import BFCLSession, CallOutcome
 
 
-__all__ = ["Verdict", "bfcl_verdict", "decode_step"]
+__all__ = ["Verdict", "bfcl_verdict", "decode_step", "missing_results", "run_call", "state_difference"]
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,8 @@ def _arguments(value: Any) -> Any:
     return value
 
 
-def _run(session: BFCLSession, call: Any) -> CallOutcome:
+def run_call(session: BFCLSession, call: Any) -> CallOutcome:
+    """Run one decoded call in `session`: a call string (parsed, never evaluated) or a `ParsedCall`."""
     if isinstance(call, ParsedCall):
         if call.args:
             return session._execute(call.name, call.args, call.kwargs)
@@ -93,7 +94,7 @@ def _run(session: BFCLSession, call: Any) -> CallOutcome:
     return session.call_text(call)
 
 
-def _state_difference(model: BFCLSession, truth: BFCLSession) -> str | None:
+def state_difference(model: BFCLSession, truth: BFCLSession) -> str | None:
     """The first class whose public attributes differ, as BFCL's `_compare_instances` compares them, or None."""
     for class_name, gold in truth.instances.items():
         ours = model.instances[class_name]
@@ -103,7 +104,7 @@ def _state_difference(model: BFCLSession, truth: BFCLSession) -> str | None:
     return None
 
 
-def _missing(expected: Sequence[str], obtained: Sequence[str]) -> list[str]:
+def missing_results(expected: Sequence[str], obtained: Sequence[str]) -> list[str]:
     """The expected results that `obtained` lacks, counted as a multiset (BFCL's `_is_subsequence_unordered`)."""
     left = list(obtained)
     missing = []
@@ -141,16 +142,16 @@ def bfcl_verdict(env: Mapping[str, Any], ground_truth: Sequence[Sequence[str]], 
         truth.start_turn(turn)
         decoded = [calls for calls in map(decode_step, steps if isinstance(steps, list) else []) if calls]
         for calls in decoded:
-            results_so_far.extend(_run(model, call).result for call in calls)
+            results_so_far.extend(run_call(model, call).result for call in calls)
         gold_results = [truth.call_text(call).result for call in gold_calls]
         if not gold_calls:
             continue
         if not decoded:
             return Verdict(False, "multi_turn:empty_turn_model_response", turn, f"no call in turn {turn}")
-        difference = _state_difference(model, truth)
+        difference = state_difference(model, truth)
         if difference is not None:
             return Verdict(False, "multi_turn:instance_state_mismatch", turn, difference)
-        missing = _missing(gold_results, results_so_far)
+        missing = missing_results(gold_results, results_so_far)
         if missing:
             message = f"{len(missing)} ground-truth result(s) of turn {turn} not obtained, e.g. {missing[0][:200]!r}"
             return Verdict(False, "multi_turn:execution_response_mismatch", turn, message)

@@ -238,8 +238,8 @@ def test_bfcl_rows_mixed_with_other_rows_are_refused(picked, tiny_model_dir, tmp
     assert "rows mix BFCL multi-turn rows and other rows" in capsys.readouterr().err
 
 
-def test_training_still_refuses_bfcl_rows(picked):
-    with pytest.raises(DataError, match="training on them is not built yet"):
+def test_training_refuses_whole_bfcl_conversations_pointing_at_per_turn_rows(picked):
+    with pytest.raises(DataError, match=r"to train on them, cut them into per-turn rows .*--per-turn"):
         is_multi_turn([picked["multi_turn_base"].row])
     assert is_multi_turn([picked["multi_turn_base"].row], evaluating=True)
 
