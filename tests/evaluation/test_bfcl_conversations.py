@@ -195,22 +195,6 @@ def test_compare_base_runs_the_base_and_the_adapter(picked, tiny_model_dir, adap
     assert "BFCL multi-turn overall: base" in capsys.readouterr().out
 
 
-@pytest.fixture(scope="module")
-def adapter_dir(tiny_model_dir, tmp_path_factory):
-    """A LoRA adapter with random (not identity) weights, so that base and adapter generate differently."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    config = LoraConfig(r=4, lora_alpha=64, target_modules="all-linear", init_lora_weights=False)
-    folder = tmp_path_factory.mktemp("adapter")
-    get_peft_model(model, config).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(folder)
-    return str(folder)
-
-
 @pytest.mark.parametrize(
     ("edit", "field"),
     [

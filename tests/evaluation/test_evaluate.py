@@ -189,22 +189,6 @@ def test_pass_at_k_report_from_known_samples(eval_rows, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def adapter_dir(tiny_model_dir, tmp_path_factory):
-    """A LoRA adapter with random (not identity) weights, so that base and adapter generate differently."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    config = LoraConfig(r=4, lora_alpha=64, target_modules="all-linear", init_lora_weights=False)
-    folder = tmp_path_factory.mktemp("adapter")
-    get_peft_model(model, config).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(folder)
-    return str(folder)
-
-
-@pytest.fixture(scope="module")
 def eval_data(eval_rows, tmp_path_factory):
     path = tmp_path_factory.mktemp("evaldata") / "eval.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in eval_rows))
