@@ -56,9 +56,9 @@ style: $(STAMP)
 	$(BIN)/ruff format grpo_tools tasks benchmarks experiments scripts tests
 
 # Reward model, trainer overhead, memory, scoring at 200,000 and 1,000,000 rows, tool_bfcl against BFCL's own checker
-# on BFCL's rows, the multi-turn verdict against BFCL's multi-turn checker, the tiny model's build and the CPU fast path against trl (docs/benchmarks.md has the figures).
-# Each prints its table and writes JSON to benchmarks/results/; a missed speed target is printed, never a failure (only a
-# verdict that differs from BFCL's fails a benchmark).
+# on BFCL's rows, the multi-turn verdict against BFCL's multi-turn checker, the tiny model's build and the CPU fast
+# path against trl (docs/benchmarks.md has the figures). Each prints its table and writes JSON to benchmarks/results/;
+# a missed speed target is printed, never a failure (only a verdict that differs from BFCL's fails a benchmark).
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_rewards
 	$(BIN)/python -m benchmarks.bench_trainer
