@@ -52,6 +52,7 @@ REPO = Path(__file__).resolve().parent.parent
 RECIPE = REPO / "recipes" / "tiny" / "grpo" / "cpu.yaml"
 OLD_REWARDS = ["--reward_funcs", "tool_format", "tool_bfcl", "tool_partial", "--reward_weights", "0.2", "1.0", "0.5",
                "--advantage_baseline", "group"]  # fmt: skip
+GOLD_ANCHOR = "1.0"
 # Each arm: recipe overrides, as a function of the recipe's beta. The fixed arms turn the adaptive controller off.
 ARMS = {
     "adaptive": lambda beta: ["--adaptive_kl", "true", "--beta", str(beta)],
@@ -62,6 +63,9 @@ ARMS = {
     # The BFCL recipe's rewards before the decision reward (issue 60): format, BFCL's verdict and partial credit, trl's
     # group baseline, trl's uniform shuffle (`no_call_share` unset, see OLD_REWARDS_UNSET).
     "old-rewards": lambda beta: ["--adaptive_kl", "true", "--beta", str(beta), *OLD_REWARDS],
+    # GRPO plus a supervised term (issue 60): the recipe with the gold turns' negative log-likelihood added to the
+    # loss at GOLD_ANCHOR, never reported as GRPO alone.
+    "anchored": lambda beta: ["--adaptive_kl", "true", "--beta", str(beta), "--gold_anchor", GOLD_ANCHOR],
     # Not GRPO: supervised fine-tuning from the same warm start on the GRPO split's gold turns, a fresh LoRA adapter
     # of the recipe's shape, the warm start's learning rate and batch size, stopped after as many training seconds
     # as the `adaptive` run of the same seed took (run after it).
@@ -612,7 +616,9 @@ def arm_labels(result: dict[str, Any]) -> dict[str, str]:
     adaptive = f"adaptive, {controller['rule']}, target {controller['target']:g}" if controller else "adaptive"
     return {"adaptive": f"{adaptive} (from {beta:g})", "fixed-0": "fixed 0", "fixed-init": f"fixed {beta:g}",
             "fixed-10x": f"fixed {10 * beta:g}", "no-gold": "adaptive, no gold turn in the group",
-            "old-rewards": "adaptive, the earlier rewards", "sft": "supervised, same seconds"}  # fmt: skip
+            "old-rewards": "adaptive, the earlier rewards",
+            "anchored": f"GRPO + supervised anchor {GOLD_ANCHOR} (not GRPO alone)",
+            "sft": "supervised, same seconds"}  # fmt: skip
 
 
 def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
@@ -622,7 +628,7 @@ def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = dict(zip(ARMS, ["tab:blue", "tab:gray", "tab:orange", "tab:red", "tab:purple", "tab:green", "tab:brown"],
+    colors = dict(zip(ARMS, ["tab:blue", "tab:gray", "tab:orange", "tab:red", "tab:purple", "tab:green", "tab:olive", "tab:brown"],
                       strict=True))  # fmt: skip
     labels = arm_labels(result)
     figure, axes = plt.subplots(2, 3, figsize=(16, 9))

@@ -204,6 +204,13 @@ class ToolGRPOConfig(GRPOConfig, DecisionArguments):
             "as in LUFFY, Yan et al., 2025)."
         },
     )
+    gold_anchor: float = field(
+        default=0.0,
+        metadata={
+            "help": "With gold_in_group: this weight times the policy's mean negative log-likelihood of the batch's "
+            "gold turns is added to the loss, a supervised anchor as in SASR (arXiv 2505.13026); 0 is GRPO alone."
+        },
+    )
     cpu_fast_path: Literal["auto", "on", "off"] = field(
         default="auto",
         metadata={
@@ -280,6 +287,8 @@ class ToolGRPOConfig(GRPOConfig, DecisionArguments):
                 f"outcome_reward_weight and extra_call_cost must be >= 0, got {self.outcome_reward_weight} and "
                 f"{self.extra_call_cost}"
             )
+        if self.gold_anchor < 0 or (self.gold_anchor and not self.gold_in_group):
+            raise ConfigError(f"gold_anchor must be >= 0 and needs gold_in_group, got {self.gold_anchor}")
         if self.bfcl_extra_call_cost < 0:
             raise ConfigError(f"bfcl_extra_call_cost must be >= 0, got {self.bfcl_extra_call_cost}")
         if not self.tool_timeout > 0:

@@ -10,7 +10,8 @@ disabled as the reference, accelerate / DeepSpeed / FSDP). What this adds:
   `TrainingDivergedError` before anything more is saved, so the last checkpoint stays intact;
 - tool metrics (`_log_tool_metrics`): with `environment_factory` (multi-turn tool use), `tools/calls_per_rollout`,
   `tools/turns`, `tools/failure_rate` and `tools/failures/<kind>` for each of `environments.FAILURE_KINDS`;
-- gold turns (`gold_in_group`, `_with_gold`): the last completion of each group is the row's gold turn;
+- gold turns (`gold_in_group`, `_with_gold`): the last completion of each group is the row's gold turn; with
+  `gold_anchor`, its negative log-likelihood is added to the loss (`grpo_tools.training.anchor`);
 - zero-variance filtering (`skip_zero_std_groups`, `_keep_informative`): the reference pass and the policy's forward
   and backward passes run only on groups whose rewards differ, as DAPO's dynamic sampling filters (Yu et al., 2025),
   without its resampling;
@@ -34,6 +35,7 @@ from typing import Any
 import torch
 
 from grpo_tools import fastpath
+from grpo_tools.training.anchor import AnchorHooks
 from grpo_tools.training.configs import ConfigError
 from grpo_tools.training.decision import DecisionHooks
 from grpo_tools.training.kl import AdaptiveKLController
@@ -59,7 +61,7 @@ class TrainingDivergedError(RuntimeError):
     """The loss or a reward became non-finite; training stopped without saving anything further."""
 
 
-class ToolGRPOTrainer(DecisionHooks, GRPOHooks):
+class ToolGRPOTrainer(AnchorHooks, DecisionHooks, GRPOHooks):
     """`trl.GRPOTrainer` whose KL coefficient adapts to hold the measured KL near `args.kl_target`.
 
     Takes the same arguments as `GRPOTrainer`; with a `ToolGRPOConfig` whose `adaptive_kl` is true (the default), the
@@ -214,6 +216,8 @@ class ToolGRPOTrainer(DecisionHooks, GRPOHooks):
         self._gold_texts = [row.get("gold_completion") for row in inputs] if gold else None
         if not (self.model.training and getattr(self.args, "skip_zero_std_groups", False)):
             output = super().generate_and_score(inputs)
+            if gold and self.model.training:
+                self._mark_gold_turns(output, self._gold_texts)
             baseline = getattr(self.args, "advantage_baseline", "group")
             if self.model.training and baseline != "group":
                 output["advantages"] = self._advantages(inputs, baseline)  # (B,)
@@ -224,6 +228,8 @@ class ToolGRPOTrainer(DecisionHooks, GRPOHooks):
             output = super().generate_and_score(inputs)
         finally:
             self.beta = beta
+        if gold:
+            self._mark_gold_turns(output, self._gold_texts)
         output = self._keep_informative(output)
         if beta != 0.0:
             output["ref_per_token_logps"] = self._reference_logps(output)  # (B', T)
@@ -302,7 +308,7 @@ class ToolGRPOTrainer(DecisionHooks, GRPOHooks):
             and not self.args.cast_lm_head_to_fp32
             and logprobs.fits(input_ids.size(0), logits_to_keep, vocab)
         ):
-            return super().token_logps(
+            result = super().token_logps(
                 model,
                 input_ids,
                 attention_mask,
@@ -312,6 +318,8 @@ class ToolGRPOTrainer(DecisionHooks, GRPOHooks):
                 compute_aux_loss,
                 **inputs,
             )
+            self._keep_policy_logps(result[0])
+            return result
         logps, entropies = logprobs.per_token_logps(
             model,
             input_ids,
@@ -324,6 +332,7 @@ class ToolGRPOTrainer(DecisionHooks, GRPOHooks):
             share_prompts=not self.args.gradient_checkpointing,
             autocast=self.accelerator.autocast,
         )
+        self._keep_policy_logps(logps)
         return logps, entropies, None
 
     def generate_turn(self, prompt_ids: list[list[int]], turn: TurnInputs) -> tuple[list[list[int]], Any]:
