@@ -68,7 +68,7 @@ ARMS = {
     "anchored": lambda beta: ["--adaptive_kl", "true", "--beta", str(beta), "--gold_anchor", GOLD_ANCHOR],
     # Not GRPO: supervised fine-tuning from the same warm start on the GRPO split's gold turns, a fresh LoRA adapter
     # of the recipe's shape, the warm start's learning rate and batch size, stopped after as many training seconds
-    # as the `adaptive` run of the same seed took (run after it).
+    # as the `adaptive` run of the same seed took (run after it; without an adaptive arm, the first GRPO arm named).
     "sft": lambda beta: [],
 }
 GRPO_ARMS = tuple(arm for arm in ARMS if arm != "sft")
@@ -458,12 +458,14 @@ def run(
     if threads:
         torch.set_num_threads(threads)
     runs: list[dict] = []
-    # The GRPO arms first: the sft arm of a seed trains for as long as that seed's adaptive run did.
+    # The GRPO arms first: the sft arm of a seed trains for as long as that seed's adaptive run did (or, without an
+    # adaptive arm, the run of the first GRPO arm named).
+    timed = "adaptive" if "adaptive" in arms else next((arm for arm in arms if arm != "sft"), None)
     for phase in ([arm for arm in arms if arm != "sft"], [arm for arm in arms if arm == "sft"]):
         plan = [(arm, seed) for seed in seeds for arm in phase]
-        seconds = {run_["seed"]: run_["train_seconds"] for run_ in runs if run_["arm"] == "adaptive"}
+        seconds = {run_["seed"]: run_["train_seconds"] for run_ in runs if run_["arm"] == timed}
         if "sft" in phase and any(seed not in seconds for seed in seeds):
-            raise ValueError("the sft arm trains for as long as the adaptive arm of its seed: run both")
+            raise ValueError("the sft arm trains for as long as a GRPO arm of its seed: run one beside it")
         arguments = [
             (recipe, overrides, warm_dir, arm, seed, eval_every, work_dir, rows, seconds.get(seed))
             for arm, seed in plan

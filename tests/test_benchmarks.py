@@ -489,7 +489,10 @@ def test_the_sft_arm_runs_after_the_grpo_arms_for_the_seconds_of_its_seeds_adapt
         [("adaptive", 0, None), ("no-gold", 0, None), ("adaptive", 1, None), ("no-gold", 1, None)],
         [("sft", 0, 10.0), ("sft", 1, 11.0)],
     ]
-    with pytest.raises(ValueError, match="the sft arm trains for as long as the adaptive arm"):
+    phases.clear()  # without an adaptive arm, the first GRPO arm named sets the seconds
+    learning.run(seeds=(0,), arms=("sft", "anchored"), work_dir=tmp_path, threads=None, progress=False)
+    assert phases == [[("anchored", 0, None)], [("sft", 0, 10.0)]]
+    with pytest.raises(ValueError, match="the sft arm trains for as long as a GRPO arm of its seed"):
         learning.run(seeds=(0,), arms=("sft",), work_dir=tmp_path, threads=None, progress=False)
 
 
