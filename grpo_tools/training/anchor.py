@@ -43,10 +43,10 @@ class AnchorHooks:
     def policy_loss(self, model: torch.nn.Module, inputs: dict[str, Any]) -> torch.Tensor:
         self._policy_logps = None
         loss = super().policy_loss(model, inputs)
+        logps, self._policy_logps = self._policy_logps, None  # (B, T); not held past this micro-batch
         weight = getattr(self.args, "gold_anchor", 0.0)
         if not (weight and self.model.training and GOLD_TURN_KEY in inputs):
             return loss
-        logps = self._policy_logps  # (B, T)
         if logps is None or logps.size(0) != inputs[GOLD_TURN_KEY].size(0):
             raise RuntimeError("gold_anchor: the policy's log-probabilities of this micro-batch were not kept")
         gold = inputs[GOLD_TURN_KEY]  # (B,)
