@@ -630,8 +630,8 @@ def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = dict(zip(ARMS, ["tab:blue", "tab:gray", "tab:orange", "tab:red", "tab:purple", "tab:green", "tab:olive", "tab:brown"],
-                      strict=True))  # fmt: skip
+    palette = ["tab:blue", "tab:gray", "tab:orange", "tab:red", "tab:purple", "tab:green", "tab:olive", "tab:brown"]
+    colors = dict(zip(ARMS, palette, strict=True))
     labels = arm_labels(result)
     figure, axes = plt.subplots(2, 3, figsize=(16, 9))
     by_category = "by_category" in result.get("warm_start", {})
