@@ -140,3 +140,32 @@ def test_the_warm_start_projects_only_the_completion_with_the_fast_path_alone(cp
     )
     train_sft(trainer, cpu_fast_path)
     assert seen == [patched]
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_the_warm_start_checkpoints_activations_only_where_the_recipe_says(
+    tokenizer, call_and_no_call_rows, monkeypatch, checkpointing
+):
+    """trl's `SFTConfig` turns gradient checkpointing on by default; the warm start takes the recipe's
+    `gradient_checkpointing` instead, as GRPO does (on, it recomputes every layer's forward pass in the backward one,
+    and with LoRA it carries gradients back through the layers that have no adapter)."""
+    import trl
+    from trl import TrlParser
+
+    from grpo_tools.training import warm_start
+    from grpo_tools.training.configs import ModelConfig, ToolGRPOConfig, ToolScriptArguments
+
+    class RecordingSFTTrainer:
+        def __init__(self, model, args, **kwargs):
+            self.args = args
+
+    monkeypatch.setattr(trl, "SFTTrainer", RecordingSFTTrainer)
+    flags = ["--model_name_or_path", "org/model", "--dataset_name", "x.jsonl", "--output_dir", "out"]
+    flags += ["--use_cpu", "true", "--warmup_sft_epochs", "1", "--gradient_checkpointing", str(checkpointing).lower()]
+    script_args, training_args, model_args = TrlParser(
+        (ToolScriptArguments, ToolGRPOConfig, ModelConfig)
+    ).parse_args_and_config(flags)
+    trainer = warm_start.sft_trainer(
+        "org/model", tokenizer, call_and_no_call_rows, script_args, training_args, "w", model_args
+    )
+    assert trainer.args.gradient_checkpointing is checkpointing
