@@ -24,6 +24,7 @@ def float32_on_every_cpu():
     patch it again)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("grpo_tools.training.configs.cpu_has_native_bf16", lambda: False)
+        patch.setattr("grpo_tools.training.configs.cpu_bf16_is_faster", lambda: False)
         yield
 
 

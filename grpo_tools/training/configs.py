@@ -26,6 +26,7 @@ __all__ = [
     "ToolGRPOConfig",
     "ToolScriptArguments",
     "check_rows_fill_a_step",
+    "cpu_bf16_is_faster",
     "cpu_has_native_bf16",
     "model_init_kwargs",
     "quantization_config",
@@ -35,15 +36,24 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes in bfloat16 natively (avx512_bf16 or AMX), where bf16 autocast pays; Linux only
-    (elsewhere False: we do not know)."""
+def _cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo; Linux only (elsewhere none: we do not know)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            flags = next((line for line in handle if line.startswith("flags")), "").split()
+            return set(next((line for line in handle if line.startswith("flags")), "").split())
     except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+        return set()
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes in bfloat16 natively (avx512_bf16 or AMX) rather than emulating it."""
+    return bool({"avx512_bf16", "amx_bf16"} & _cpu_flags())
+
+
+def cpu_bf16_is_faster() -> bool:
+    """Whether bf16 autocast beats float32 on this CPU, as measured (docs/benchmarks.md, "Precision on the CPU"):
+    with AMX a SmolLM2 training pass took 0.4x float32's time; with avx512_bf16 alone, 1.15x, and sampling 1.3x."""
+    return "amx_bf16" in _cpu_flags()
 
 
 def model_init_kwargs(training_args: Any, model_args: Any, choose_dtype: bool = True) -> dict[str, Any]:
@@ -265,10 +275,11 @@ class ToolGRPOConfig(GRPOConfig, DecisionArguments):
             import torch
 
             # trl turns bf16 on unless told otherwise, which transformers rejects where no GPU can run it: choose
-            # bf16 where it runs natively, full precision elsewhere (a recipe that sets `bf16` is taken at its word).
-            # Emulated bf16 is several times slower than float32, native bf16 faster (benchmarks/bench_precision.py).
+            # bf16 where it is faster, full precision elsewhere (a recipe that sets `bf16` is taken at its word).
+            # On the CPU that is AMX: emulated bf16 is several times slower than float32, and avx512_bf16 alone
+            # was slower too (benchmarks/bench_precision.py).
             on_gpu = not self.use_cpu and torch.cuda.is_available()
-            self.bf16 = torch.cuda.is_bf16_supported() if on_gpu else cpu_has_native_bf16()
+            self.bf16 = torch.cuda.is_bf16_supported() if on_gpu else cpu_bf16_is_faster()
         super().__post_init__()
         if self.bf16 and (self.use_cpu or not _cuda_available()) and not cpu_has_native_bf16():
             logger.warning(

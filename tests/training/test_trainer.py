@@ -206,23 +206,6 @@ def test_fixed_coefficient_and_no_penalty_are_allowed(tmp_path):
     assert ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True, beta=0.0, adaptive_kl=False).beta == 0.0
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_bf16_on_a_cpu_without_native_bf16_is_warned_about(native, tmp_path, monkeypatch, caplog):
-    """bf16 autocast is emulated, and ten times slower, on a CPU without avx512_bf16 or AMX: say so."""
-    from grpo_tools.training import configs
-
-    monkeypatch.setattr(configs, "cpu_has_native_bf16", lambda: native)
-    with caplog.at_level("WARNING", logger="grpo_tools.training.configs"):
-        config = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=True)
-    assert config.bf16
-    assert ("set bf16: false" in caplog.text) is not native
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="grpo_tools.training.configs"):
-        unset = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True)
-    assert unset.bf16 is native  # unset: bf16 where the CPU computes it natively, float32 elsewhere
-    assert "bf16" not in caplog.text
-
-
 @pytest.mark.parametrize(
     ("flags", "chosen", "warned"),
     [
@@ -273,6 +256,7 @@ def test_lora_runs_in_bf16_on_the_cpu_load_their_frozen_weights_in_bf16(
     from grpo_tools.training import configs
 
     monkeypatch.setattr(configs, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(configs, "cpu_bf16_is_faster", lambda: native)
     args = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True)
     assert model_init_kwargs(args, ModelConfig(use_peft=use_peft, dtype=dtype))["dtype"] == expected
 
@@ -284,6 +268,7 @@ def test_a_recipe_that_names_no_dtype_leaves_the_choice_to_model_init_kwargs(tmp
     from grpo_tools.training import configs
 
     monkeypatch.setattr(configs, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(configs, "cpu_bf16_is_faster", lambda: True)
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(f"model_name_or_path: m\nuse_peft: true\nuse_cpu: true\noutput_dir: {tmp_path}\n")
     parser = TrlParser((ToolGRPOConfig, ModelConfig))
