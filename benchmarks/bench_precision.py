@@ -4,8 +4,9 @@ autocast, float32 weights under bf16 autocast, and weights loaded in bf16 with t
 `grpo-tools train` does for a LoRA run in bf16 on the CPU), trained under autocast and sampled without it.
 
 `.venv/bin/python -m benchmarks.bench_precision` (SmolLM2 converted by `make train` first; `--model` for another
-folder). On a CPU without avx512_bf16 or AMX the bf16 column is emulated and many times slower: `grpo-tools train`
-then leaves bf16 off (docs/configuration.md, "Precision on the CPU").
+folder). On a CPU without avx512_bf16 or AMX the bf16 column is emulated and many times slower; with avx512_bf16
+alone it was slower than float32 too. `grpo-tools train` turns bf16 on by itself only where the CPU has AMX
+(docs/configuration.md, "Precision on the CPU").
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def measure(model_dir: str, *, batch: int, prompt_tokens: int, new_tokens: int, 
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from grpo_tools.training.configs import cpu_has_native_bf16
+    from grpo_tools.training.configs import cpu_bf16_is_faster, cpu_has_native_bf16
 
     def lora_model(dtype: Any) -> Any:
         torch.manual_seed(0)
@@ -87,6 +88,7 @@ def measure(model_dir: str, *, batch: int, prompt_tokens: int, new_tokens: int, 
     return {
         "model": model_dir,
         "native_bf16": cpu_has_native_bf16(),
+        "bf16_chosen": cpu_bf16_is_faster(),  # what `grpo-tools train` picks here when a recipe leaves bf16 unset
         "threads": torch.get_num_threads(),
         "batch": batch,
         "prompt_tokens": prompt_tokens,
@@ -119,7 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(
         f"{result['model']}: {args.batch} sequences, {args.prompt_tokens} prompt + {args.new_tokens} new tokens, "
-        f"{result['threads']} threads, native bf16: {result['native_bf16']}"
+        f"{result['threads']} threads, native bf16: {result['native_bf16']}, "
+        f"chosen by grpo-tools train: {result['bf16_chosen']}"
     )
     print(f"{'precision':<14} {'train pass s':>13} {'generation s':>13}")
     for name, row in result["results"].items():
