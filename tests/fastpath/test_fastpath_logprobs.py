@@ -168,3 +168,34 @@ def test_with_the_fast_path_off_trls_own_computation_runs(tiny_model_dir, small_
         )
     assert projected == []  # trl's fused head reads the weight itself: the head module never runs
     assert torch.equal(ours, trls)
+
+
+def test_cpu_log_probability_gradients_repeat_bit_for_bit_on_several_threads():
+    # A GRPO batch as trl shuffles it, each prompt's completions spread over the batch, so that two threads add
+    # gradients into the same prompt's cache rows. Sizes above the grain at which torch splits an operation between
+    # threads (32,768 elements): a key/value cache of 32 x 2 x 48 x 16 per layer and logits of 32 x 4,096.
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=4096, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=128,
+    )  # fmt: skip
+    model = LlamaForCausalLM(config)
+    prompts = torch.randint(3, 4096, (8, 48)).repeat(4, 1)  # (32, 48): prompt i in rows i, i + 8, i + 16, i + 24
+    input_ids = torch.cat([prompts, torch.randint(3, 4096, (32, 6))], dim=1)  # (32, 54)
+    attention_mask = torch.ones_like(input_ids)
+    weights = torch.randn(32, 6, 4096)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        gradients = []
+        for _ in range(8):
+            blocks = logprobs.completion_logits(model, input_ids, attention_mask, 6)
+            assert [tuple(block.shape) for block in blocks] == [(32, 1, 4096), (32, 5, 4096)]  # the prompts shared
+            loss = (torch.cat(blocks, dim=1) * weights).sum()
+            gradients.append(torch.autograd.grad(loss, list(model.parameters())))
+    finally:
+        torch.set_num_threads(threads)
+    for repeat in gradients[1:]:
+        assert all(torch.equal(first, again) for first, again in zip(gradients[0], repeat, strict=True))
