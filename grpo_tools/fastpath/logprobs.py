@@ -119,7 +119,8 @@ def completion_logits(
     if prefix is None:
         # The logits of the last K + 1 positions, less the final one.
         return [model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1).logits[:, :-1]]
-    blocks = [prefix.logits[prefix.row_prompt]]  # (b, 1, V): what each prompt's last token predicts
+    # (b, 1, V): what each prompt's last token predicts; `index_select`, for the reason `copy_rows` gives
+    blocks = [prefix.logits.index_select(0, prefix.row_prompt)]
     if logits_to_keep > 1:
         rest = model(
             input_ids=ids[:, prompt_length:-1],

@@ -15,9 +15,10 @@ from typing import Any
 import torch
 import transformers
 from packaging.version import Version
+from transformers.cache_utils import DynamicLayer
 
 
-__all__ = ["CACHE_ARGUMENT", "SharedPrefix", "shared_prefix"]
+__all__ = ["CACHE_ARGUMENT", "SharedPrefix", "copy_rows", "shared_prefix"]
 
 # transformers 5.24 renamed the key/value cache, as an argument and as an output field, from `past_key_values` to
 # `cache`; the old name still works there, with a warning. Earlier releases know only the old name.
@@ -57,5 +58,22 @@ def shared_prefix(
     cache = getattr(output, CACHE_ARGUMENT)
     if cache is None:
         return None
-    cache.batch_select_indices(row_prompt)
+    copy_rows(cache, row_prompt)
     return SharedPrefix(cache=cache, logits=output.logits, row_prompt=row_prompt)
+
+
+def copy_rows(cache: Any, rows: torch.Tensor) -> None:
+    """Replace each layer of `cache` by its rows `rows` (b,), in place, as `batch_select_indices` does, but with
+    `index_select`, whose gradient adds each copy back in a fixed order. transformers indexes (`keys[rows]`), and on
+    the CPU with more than one thread the backward pass of indexing adds the copies of one row with atomic float
+    additions in whatever order the threads reach them, so two runs of the same step differ in the last bits. A layer
+    that keeps more than keys and values (its own `batch_select_indices`) selects its rows itself."""
+    layers = getattr(cache, "layers", None)
+    if layers is None:  # a cache kept otherwise
+        cache.batch_select_indices(rows)
+        return
+    for layer in layers:
+        if type(layer).batch_select_indices is not DynamicLayer.batch_select_indices:
+            layer.batch_select_indices(rows)
+        elif layer.get_seq_length() > 0:
+            layer.keys, layer.values = layer.keys.index_select(0, rows), layer.values.index_select(0, rows)
