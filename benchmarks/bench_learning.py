@@ -301,6 +301,11 @@ def run_arm(
             "reward": [entry["reward"] for entry in logs],
             "kl": [entry.get("kl") for entry in logs],  # trl measures no KL when beta is 0
             "kl_coef": [entry.get("kl_coef", training_args.beta) for entry in logs],  # logged by the adaptive arm
+            # Per class of row, the share of samples that call and that are right (`decision/...` in trl's log).
+            "decision": {
+                key.removeprefix("decision/"): [entry.get(key) for entry in logs]
+                for key in sorted({key for entry in logs for key in entry if key.startswith("decision/")})
+            },
         },
     }
 
@@ -361,7 +366,7 @@ def run_sft(
         "train_seconds": train_seconds,
         "held_out": [{"step": budget.steps, "train_seconds": train_seconds, **scores}],
         "per_step": {"step": list(range(1, len(budget.losses) + 1)), "train_seconds": budget.step_seconds,
-                     "loss": budget.losses, "reward": [], "kl": [], "kl_coef": []},
+                     "loss": budget.losses, "reward": [], "kl": [], "kl_coef": [], "decision": {}},
     }  # fmt: skip
 
 

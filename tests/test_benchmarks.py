@@ -379,6 +379,8 @@ def test_learning_benchmark_end_to_end(tmp_path):
     assert [(run["arm"], run["steps"]) for run in result["runs"]] == [("adaptive", 2), ("fixed-0", 2)]
     assert [point["step"] for point in result["runs"][0]["held_out"]] == [0, 1, 2]
     assert result["runs"][1]["beta"] == 0 and not result["runs"][1]["adaptive_kl"]
+    calls = result["runs"][0]["per_step"]["decision"]["call_rows/call"]  # the share of samples that call, per step
+    assert len(calls) == 2 and all(0 <= share <= 1 for share in calls)
     assert output.with_suffix(".png").stat().st_size > 20_000
 
 
