@@ -217,7 +217,7 @@ def test_fixed_coefficient_and_no_penalty_are_allowed(tmp_path):
 def test_bf16_is_chosen_on_the_cpu_only_where_it_was_measured_faster(flags, chosen, warned, tmp_path, caplog):
     """Left unset, bf16 is on where the CPU has AMX: on a Xeon with avx512_bf16 but no AMX a SmolLM2 training pass
     took 9.9 s under bf16 autocast against 8.6 s in float32, and the warm start of `make train` 6 min 17 s against
-    3 min 34 s. The module runs afresh on a made-up /proc/cpuinfo (the tests' own fixture fixes the choice for every
+    3 min 35 s. The module runs afresh on a made-up /proc/cpuinfo (the tests' own fixture fixes the choice for every
     other test)."""
     import builtins
     import importlib.util
