@@ -499,17 +499,18 @@ def test_the_sft_arm_runs_after_the_grpo_arms_for_the_seconds_of_its_seeds_adapt
 
 
 def test_the_old_rewards_arm_is_the_bfcl_recipe_with_its_earlier_rewards():
-    """Whatever the recipe's rewards, sampling and baseline, the old-rewards arm trains with the earlier ones and the
+    """Whatever the recipe's rewards, sampling, baseline and anchor, the old-rewards arm trains with the earlier ones and the
     recipe's other settings."""
     learning = learning_module()
     recipe = "recipes/SmolLM2-135M-Instruct/grpo/bfcl.yaml"
     decision = ["--reward_funcs", "tool_decision", "--reward_weights", "1.0", "--no_call_share", "0.5",
-                "--advantage_baseline", "class"]  # fmt: skip
+                "--advantage_baseline", "class", "--gold_anchor", "3.0"]  # fmt: skip
     _, new, _ = learning.parse_arm(recipe, [*decision, *learning.ARMS["adaptive"](0.02)], "adaptive")
     _, old, _ = learning.parse_arm(recipe, [*decision, *learning.ARMS["old-rewards"](0.02)], "old-rewards")
     assert (new.reward_funcs, new.no_call_share, new.advantage_baseline) == (["tool_decision"], 0.5, "class")
     assert (old.reward_funcs, old.reward_weights) == (["tool_format", "tool_bfcl", "tool_partial"], [0.2, 1.0, 0.5])
-    assert (old.advantage_baseline, old.no_call_share) == ("group", None)
+    assert (old.advantage_baseline, old.no_call_share, old.gold_anchor) == ("group", None, 0.0)
+    assert new.gold_anchor == 3.0
     assert (old.learning_rate, old.max_steps, old.gold_in_group) == (new.learning_rate, new.max_steps, True)
 
 
