@@ -51,7 +51,7 @@ from benchmarks.common import RESULTS, quiet, write_result
 REPO = Path(__file__).resolve().parent.parent
 RECIPE = REPO / "recipes" / "tiny" / "grpo" / "cpu.yaml"
 OLD_REWARDS = ["--reward_funcs", "tool_format", "tool_bfcl", "tool_partial", "--reward_weights", "0.2", "1.0", "0.5",
-               "--advantage_baseline", "group"]  # fmt: skip
+               "--advantage_baseline", "group", "--gold_anchor", "0"]  # fmt: skip
 GOLD_ANCHOR = "1.0"
 # Each arm: recipe overrides, as a function of the recipe's beta. The fixed arms turn the adaptive controller off.
 ARMS = {
@@ -61,7 +61,7 @@ ARMS = {
     "fixed-10x": lambda beta: ["--adaptive_kl", "false", "--beta", str(10 * beta)],
     "no-gold": lambda beta: ["--adaptive_kl", "true", "--beta", str(beta), "--gold_in_group", "false"],
     # The BFCL recipe's rewards before the decision reward (issue 60): format, BFCL's verdict and partial credit, trl's
-    # group baseline, trl's uniform shuffle (`no_call_share` unset, see OLD_REWARDS_UNSET).
+    # group baseline, trl's uniform shuffle (`no_call_share` unset, see OLD_REWARDS_UNSET), no supervised anchor.
     "old-rewards": lambda beta: ["--adaptive_kl", "true", "--beta", str(beta), *OLD_REWARDS],
     # GRPO plus a supervised term (issue 60): the recipe with the gold turns' negative log-likelihood added to the
     # loss at GOLD_ANCHOR, never reported as GRPO alone.
