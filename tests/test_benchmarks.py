@@ -514,6 +514,15 @@ def test_the_old_rewards_arm_is_the_bfcl_recipe_with_its_earlier_rewards():
     assert (old.learning_rate, old.max_steps, old.gold_in_group) == (new.learning_rate, new.max_steps, True)
 
 
+def test_the_no_gold_arm_drops_an_anchor_it_cannot_have():
+    """The anchor trains on the gold turn in each group: without the gold turn, the no-gold arm of a recipe with an
+    anchor trains as GRPO alone instead of refusing to start."""
+    learning = learning_module()
+    recipe = "recipes/SmolLM2-135M-Instruct/grpo/bfcl.yaml"
+    _, no_gold, _ = learning.parse_arm(recipe, ["--gold_anchor", "3.0", *learning.ARMS["no-gold"](0.02)], "no-gold")
+    assert (no_gold.gold_in_group, no_gold.gold_anchor) == (False, 0.0)
+
+
 def test_the_sft_arm_stops_at_the_first_step_past_its_seconds(tiny_model_dir, call_and_no_call_rows, tmp_path):
     """Supervised fine-tuning from the warm start on the GRPO rows' gold turns, stopped by its time budget: with no
     seconds to spend it takes exactly one step, and it is evaluated on the held-out rows."""
