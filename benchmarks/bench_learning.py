@@ -52,6 +52,7 @@ REPO = Path(__file__).resolve().parent.parent
 RECIPE = REPO / "recipes" / "tiny" / "grpo" / "cpu.yaml"
 OLD_REWARDS = ["--reward_funcs", "tool_format", "tool_bfcl", "tool_partial", "--reward_weights", "0.2", "1.0", "0.5",
                "--advantage_baseline", "group", "--gold_anchor", "0"]  # fmt: skip
+NO_GOLD = ["--gold_in_group", "false", "--gold_anchor", "0"]
 GOLD_ANCHOR = "1.0"
 # Each arm: recipe overrides, as a function of the recipe's beta. The fixed arms turn the adaptive controller off.
 ARMS = {
@@ -59,7 +60,8 @@ ARMS = {
     "fixed-0": lambda beta: ["--adaptive_kl", "false", "--beta", "0"],
     "fixed-init": lambda beta: ["--adaptive_kl", "false", "--beta", str(beta)],
     "fixed-10x": lambda beta: ["--adaptive_kl", "false", "--beta", str(10 * beta)],
-    "no-gold": lambda beta: ["--adaptive_kl", "true", "--beta", str(beta), "--gold_in_group", "false"],
+    # Without the gold turn there is nothing to anchor on: GRPO alone.
+    "no-gold": lambda beta: ["--adaptive_kl", "true", "--beta", str(beta), *NO_GOLD],
     # The BFCL recipe's rewards before the decision reward (issue 60): format, BFCL's verdict and partial credit, trl's
     # group baseline, trl's uniform shuffle (`no_call_share` unset, see OLD_REWARDS_UNSET), no supervised anchor.
     "old-rewards": lambda beta: ["--adaptive_kl", "true", "--beta", str(beta), *OLD_REWARDS],
