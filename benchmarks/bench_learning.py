@@ -494,6 +494,7 @@ def run(
         "torch_threads": torch.get_num_threads(),
         "jobs": jobs,
         "initial_beta": training_args.beta,
+        "gold_anchor": training_args.gold_anchor,
         "kl_controller": {
             "rule": training_args.kl_controller,
             "target": training_args.kl_target,
@@ -619,11 +620,13 @@ def recipe_label(recipe: str | os.PathLike[str]) -> str:
 
 def arm_labels(result: dict[str, Any]) -> dict[str, str]:
     """The legend's name of each arm: the adaptive arm with its controller's rule and target, where the result records
-    them (results written before they were recorded name only the starting coefficient)."""
+    them (results written before they were recorded name only the starting coefficient), and the recipe's supervised
+    anchor where it has one."""
     beta = result["initial_beta"]
     controller = result.get("kl_controller")
     adaptive = f"adaptive, {controller['rule']}, target {controller['target']:g}" if controller else "adaptive"
-    return {"adaptive": f"{adaptive} (from {beta:g})", "fixed-0": "fixed 0", "fixed-init": f"fixed {beta:g}",
+    anchor = f" + supervised anchor {result['gold_anchor']:g} (not GRPO alone)" if result.get("gold_anchor") else ""
+    return {"adaptive": f"{adaptive} (from {beta:g}){anchor}", "fixed-0": "fixed 0", "fixed-init": f"fixed {beta:g}",
             "fixed-10x": f"fixed {10 * beta:g}", "no-gold": "adaptive, no gold turn in the group",
             "old-rewards": "adaptive, the earlier rewards",
             "anchored": f"GRPO + supervised anchor {GOLD_ANCHOR} (not GRPO alone)",

@@ -156,6 +156,9 @@ def test_learning_legend_names_the_adaptive_arms_controller():
     labels = learning.arm_labels(result)
     assert labels["adaptive"] == "adaptive, proportional, target 0.02 (from 0.02)"
     assert labels["fixed-init"] == "fixed 0.02" and labels["fixed-10x"] == "fixed 0.2"
+    result["gold_anchor"] = 3.0  # the BFCL recipe's: its adaptive arm is not GRPO alone
+    assert learning.arm_labels(result)["adaptive"].endswith("(from 0.02) + supervised anchor 3 (not GRPO alone)")
+    assert learning.arm_labels(result)["old-rewards"] == "adaptive, the earlier rewards"
 
 
 def learning_module():
