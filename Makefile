@@ -152,18 +152,18 @@ eval-bfcl-ast: $(STAMP)
 		--scorer bfcl --max-new-tokens 96 --batch-size 8 --output-dir $(BFCL_OUT) > $(BFCL_OUT)/eval.log
 	$(BIN)/python -m grpo_tools.evaluation.leaderboard table $(BFCL_OUT)/base_rows.jsonl $(BFCL_OUT)/adapter_rows.jsonl
 
-# Is it GRPO? From the same warm start, on the held-out sample `make train` reports (eval.jsonl): the GRPO recipe
-# (adaptive), GRPO without the gold turn in each group (no-gold) and supervised fine-tuning on the GRPO split's gold
-# turns for as many training seconds as the recipe's run of the same seed (sft); 3 seeds, two one-thread runs at a
-# time; JSON and PNG in benchmarks/results/learning-bfcl.*. With other rewards in BENCH_ARGS, the `old-rewards` arm
-# (--arms adaptive old-rewards sft) keeps the recipe's own: format, BFCL's verdict, partial credit, the group
-# baseline. The adaptive-against-fixed KL arms: BENCH_ARGS="--arms adaptive fixed-0 fixed-init fixed-10x". The warm
-# start is made once in outputs/bench-learning-bfcl/ and reused while the settings it reads, its rows and the base
-# model are the same.
+# Is it GRPO? From the same warm start, on the held-out sample `make train` reports (eval.jsonl): the recipe
+# (adaptive: the decision reward with a supervised anchor, so GRPO plus a supervised term), the recipe with its earlier
+# rewards (old-rewards: format, BFCL's verdict, partial credit, the group baseline, no anchor) and supervised
+# fine-tuning on the GRPO split's gold turns for as many training seconds as the recipe's run of the same seed (sft);
+# 3 seeds, two one-thread runs at a time; JSON and PNG in benchmarks/results/learning-bfcl.*. GRPO without the gold
+# turn: BENCH_ARGS="--arms adaptive no-gold sft"; the adaptive-against-fixed KL arms: BENCH_ARGS="--arms adaptive
+# fixed-0 fixed-init fixed-10x". The warm start is made once in outputs/bench-learning-bfcl/ and reused while the
+# settings it reads, its rows and the base model are the same.
 BENCH_ARGS ?=
 bench-learning: $(BFCL_TASK)/manifest.json
 	$(BIN)/python -m benchmarks.bench_learning --recipe recipes/SmolLM2-135M-Instruct/grpo/bfcl.yaml --jobs 2 \
-		--arms adaptive no-gold sft --seeds 0 1 2 --eval-every 1000 --work-dir outputs/bench-learning-bfcl \
+		--arms adaptive old-rewards sft --seeds 0 1 2 --eval-every 1000 --work-dir outputs/bench-learning-bfcl \
 		--output benchmarks/results/learning-bfcl.json $(BENCH_ARGS)
 
 # Adaptive against fixed KL on the mapping recipe (`make train-mapping`), 4 arms x 3 seeds x 32 steps.
