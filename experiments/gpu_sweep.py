@@ -5,6 +5,9 @@ bench_learning's dev runs, experiments/record.md) is merged into the base model 
 is the BFCL recipe's GRPO from it, evaluated on the dev split before and after (`after_report.json`). Each finished
 run appends one JSON line to `--results`, so a sweep cut short by its time limit keeps what it finished. A ranking
 tool, not a measurement: GPU numerics differ from the CPU's, so what it ranks first is checked on the CPU after.
+Each arm overrides the recipe as it stands. The record's 30 runs (2026-11-28) ran on the recipe before e9e3009, with
+the earlier rewards and no anchor: there `recipe` meant those rewards and every arm without `--gold_anchor` had none;
+since e9e3009 the recipe is the decision reward with `gold_anchor: 3.0`, which those arms now inherit.
 
     python -m experiments.gpu_sweep --base outputs/smollm2-135m --warm .gpu/warm --out /tmp/sweep \
         --results $OUT/sweep.jsonl --parallel 8 --seeds 0 1 2
