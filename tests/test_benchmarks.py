@@ -157,8 +157,14 @@ def test_learning_legend_names_the_adaptive_arms_controller():
     assert labels["adaptive"] == "adaptive, proportional, target 0.02 (from 0.02)"
     assert labels["fixed-init"] == "fixed 0.02" and labels["fixed-10x"] == "fixed 0.2"
     result["gold_anchor"] = 3.0  # the BFCL recipe's: its adaptive arm is not GRPO alone
-    assert learning.arm_labels(result)["adaptive"].endswith("(from 0.02) + supervised anchor 3 (not GRPO alone)")
+    assert learning.arm_labels(result)["adaptive"].endswith("(from 0.02) + anchor 3")
     assert learning.arm_labels(result)["old-rewards"] == "adaptive, the earlier rewards"
+
+
+def test_learning_plot_gives_the_warm_start_a_colour_no_arm_has():
+    learning = learning_module()
+    assert learning.WARM_COLOR not in learning.ARM_COLORS.values()
+    assert set(learning.ARM_COLORS) == set(learning.ARMS) and len(set(learning.ARM_COLORS.values())) == len(learning.ARMS)
 
 
 def learning_module():
