@@ -74,6 +74,9 @@ ARMS = {
     "sft": lambda beta: [],
 }
 GRPO_ARMS = tuple(arm for arm in ARMS if arm != "sft")
+ARM_COLORS = dict(zip(ARMS, ["tab:blue", "tab:gray", "tab:orange", "tab:red", "tab:purple", "tab:green", "tab:olive",
+                             "tab:brown"], strict=True))  # fmt: skip
+WARM_COLOR = "tab:cyan"
 # Settings the old-rewards arm leaves unset, which no command-line value can express.
 OLD_REWARDS_UNSET = ("no_call_share",)
 
@@ -594,7 +597,7 @@ def _categories_panel(ax: Any, result: dict[str, Any], labels: dict[str, str], c
     a bar for the mean over seeds, a dot for each seed."""
     step_zero = result["warm_start"]
     names = _measure_names(step_zero)
-    bars = [("warm start", "tab:green", [step_zero])]
+    bars = [("warm start", WARM_COLOR, [step_zero])]
     bars += [
         (labels[arm], colors[arm], [run["held_out"][-1] for run in result["runs"] if run["arm"] == arm])
         for arm in result["arms"]
@@ -621,11 +624,11 @@ def recipe_label(recipe: str | os.PathLike[str]) -> str:
 def arm_labels(result: dict[str, Any]) -> dict[str, str]:
     """The legend's name of each arm: the adaptive arm with its controller's rule and target, where the result records
     them (results written before they were recorded name only the starting coefficient), and the recipe's supervised
-    anchor where it has one."""
+    anchor where it has one (so not GRPO alone; short, to fit the panels' legends)."""
     beta = result["initial_beta"]
     controller = result.get("kl_controller")
     adaptive = f"adaptive, {controller['rule']}, target {controller['target']:g}" if controller else "adaptive"
-    anchor = f" + supervised anchor {result['gold_anchor']:g} (not GRPO alone)" if result.get("gold_anchor") else ""
+    anchor = f" + anchor {result['gold_anchor']:g}" if result.get("gold_anchor") else ""
     return {"adaptive": f"{adaptive} (from {beta:g}){anchor}", "fixed-0": "fixed 0", "fixed-init": f"fixed {beta:g}",
             "fixed-10x": f"fixed {10 * beta:g}", "no-gold": "adaptive, no gold turn in the group",
             "old-rewards": "adaptive, the earlier rewards",
@@ -640,8 +643,7 @@ def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    palette = ["tab:blue", "tab:gray", "tab:orange", "tab:red", "tab:purple", "tab:green", "tab:olive", "tab:brown"]
-    colors = dict(zip(ARMS, palette, strict=True))
+    colors = ARM_COLORS
     labels = arm_labels(result)
     figure, axes = plt.subplots(2, 3, figsize=(16, 9))
     by_category = "by_category" in result.get("warm_start", {})

@@ -164,7 +164,8 @@ def test_learning_legend_names_the_adaptive_arms_controller():
 def test_learning_plot_gives_the_warm_start_a_colour_no_arm_has():
     learning = learning_module()
     assert learning.WARM_COLOR not in learning.ARM_COLORS.values()
-    assert set(learning.ARM_COLORS) == set(learning.ARMS) and len(set(learning.ARM_COLORS.values())) == len(learning.ARMS)
+    assert set(learning.ARM_COLORS) == set(learning.ARMS)
+    assert len(set(learning.ARM_COLORS.values())) == len(learning.ARMS)
 
 
 def learning_module():
