@@ -509,8 +509,8 @@ def test_the_sft_arm_runs_after_the_grpo_arms_for_the_seconds_of_its_seeds_adapt
 
 
 def test_the_old_rewards_arm_is_the_bfcl_recipe_with_its_earlier_rewards():
-    """Whatever the recipe's rewards, sampling, baseline and anchor, the old-rewards arm trains with the earlier ones and the
-    recipe's other settings."""
+    """Whatever the recipe's rewards, sampling, baseline and anchor, the old-rewards arm trains with the earlier ones
+    and the recipe's other settings."""
     learning = learning_module()
     recipe = "recipes/SmolLM2-135M-Instruct/grpo/bfcl.yaml"
     decision = ["--reward_funcs", "tool_decision", "--reward_weights", "1.0", "--no_call_share", "0.5",
