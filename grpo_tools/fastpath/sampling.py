@@ -1,4 +1,5 @@
-"""Sampling on the CPU: each prompt prefilled once, plain sampling in a loop that drops each row at its end of turn.
+"""Sampling on the CPU: each prompt prefilled once, plain sampling in a loop that drops each row at its end of turn;
+the same loop decodes greedily for evaluation (`greedy_generate`).
 
 `prefill_once_per_prompt` wraps a model's `generate` for the duration of a block. Each distinct prompt (less its last
 token) runs once (`shared_prefix`); plain sampling from the tempered softmax, trl's default, then goes on in
@@ -21,7 +22,15 @@ from grpo_tools.fastpath.layers import layers_for_sampling
 from grpo_tools.fastpath.prefix import CACHE_ARGUMENT, shared_prefix
 
 
-__all__ = ["PreallocatedLayer", "draw", "plain_sampling", "prefill_once_per_prompt", "prompt_cache", "sample_rows"]
+__all__ = [
+    "PreallocatedLayer",
+    "draw",
+    "greedy_generate",
+    "plain_sampling",
+    "prefill_once_per_prompt",
+    "prompt_cache",
+    "sample_rows",
+]
 
 
 def prompt_cache(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Any:
@@ -33,11 +42,41 @@ def prompt_cache(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask
     return None if prefix is None else prefix.cache
 
 
+def greedy_generate(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    max_new_tokens: int,
+    eos_token_id: int | list[int],
+    pad_token_id: int | None = None,
+) -> torch.Tensor:
+    """Greedy completions of left-padded prompts, as `model.generate(do_sample=False)` returns them with no other
+    generation setting: (B, P + T), T the longest completion, each row's tokens after its end of turn the pad token.
+
+    Every prompt less its last token is prefilled in one pass, then `sample_rows` decodes, taking the most likely
+    token where it would draw one: a row leaves the batch at its end of turn, where `generate` computes every row
+    until the last one ends. The tokens are `generate`'s up to float rounding (a near tie may break the other way).
+    A batch with a row of fewer than two real tokens goes to `generate` itself."""
+    from transformers import GenerationConfig
+
+    config = GenerationConfig(
+        do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id, pad_token_id=pad_token_id
+    )
+    if input_ids.size(1) < 2 or bool((attention_mask[:, :-1].sum(dim=1) == 0).any()):
+        return model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
+    ids, mask = input_ids[:, :-1], attention_mask[:, :-1]  # (B, P - 1) each
+    positions = (mask.cumsum(dim=-1) - 1).masked_fill(mask == 0, 0)  # (B, P - 1): real tokens counted from 0
+    with torch.no_grad():
+        output = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+    return sample_rows(model, input_ids, attention_mask, getattr(output, CACHE_ARGUMENT), config)
+
+
 def sample_rows(
     model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, cache: Any, config: Any
 ) -> torch.Tensor:
     """Sampled completions of left-padded prompts, returned as `generate` returns them: (B, P + T), each row's
-    tokens after its end of turn set to the pad token, T the longest completion.
+    tokens after its end of turn set to the pad token, T the longest completion. Greedy (the most likely token each
+    step) where `config.do_sample` is false.
 
     `cache` holds every row's prompt less its last token (`prompt_cache`). A row that has written an end-of-turn
     token leaves the batch (its cache rows are dropped)."""
@@ -55,7 +94,7 @@ def sample_rows(
             logits = model(
                 input_ids=token, attention_mask=mask, position_ids=position, use_cache=True, **{CACHE_ARGUMENT: cache}
             ).logits[:, -1]  # (b, V)
-            drawn = draw(logits, config.temperature)  # (b,)
+            drawn = draw(logits, config.temperature) if config.do_sample else logits.argmax(dim=-1)  # (b,)
             completions[rows, step] = drawn
             length = step + 1
             going = ~torch.isin(drawn, eos)  # (b,)

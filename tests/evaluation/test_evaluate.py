@@ -59,6 +59,24 @@ def test_batches_drawn_by_length_return_completions_in_the_prompts_order(tiny_mo
     assert generate_completions(model, tokenizer, [], progress=False) == []
 
 
+def test_greedy_completions_are_the_same_with_the_fast_path_and_without(tiny_model_dir, adapter_dir):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_tools.evaluation.generation import generate_completions
+
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), adapter_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    prompts = ["Weather in Lyon?", "Convert 50 EUR to JPY, please, right now and twice.", "Hi", "Book a table."]
+    settings = {"batch_size": 3, "max_new_tokens": 6, "progress": False}
+    completions = {
+        setting: generate_completions(model, tokenizer, prompts, cpu_fast_path=setting, **settings)
+        for setting in ("auto", "off")
+    }
+    assert completions["auto"] == completions["off"]
+    assert len(set(completions["off"])) == len(prompts)  # each prompt its own completion: an order mix-up shows
+
+
 @pytest.mark.parametrize(("cpu_fast_path", "contiguous"), [("auto", True), ("off", False)])
 def test_generation_takes_the_lm_head_speed_up_only_with_the_fast_path(cpu_fast_path, contiguous, tiny_model_dir):
     """`contiguous_head_input` is a CPU speed trick of `grpo_tools.fastpath`: with `cpu_fast_path: off` generation

@@ -1,7 +1,8 @@
 """Tests for `grpo_tools.fastpath.sampling`: through `ToolGRPOTrainer`, each prompt is prefilled once and each row
 stops at its end of turn, writing the tokens trl's `generate` writes; the inverse-CDF draw follows the tempered
 softmax; the preallocated cache layer holds what transformers' growing one holds; with `cpu_fast_path: off`,
-`generate` runs as trl calls it."""
+`generate` runs as trl calls it; greedy decoding for evaluation writes `generate`'s tokens, with and without an
+adapter, and drops each row at its end of turn."""
 
 import math
 from functools import partial
@@ -10,7 +11,7 @@ import pytest
 import torch
 from trainer_builders import make_trainer, perturb_adapter
 
-from grpo_tools.fastpath.sampling import PreallocatedLayer, draw
+from grpo_tools.fastpath.sampling import PreallocatedLayer, draw, greedy_generate
 
 
 def test_cpu_generation_prefills_each_prompt_once_and_stops_each_row_at_its_end(tiny_model_dir, small_data, tmp_path):
@@ -106,3 +107,53 @@ def test_with_the_fast_path_off_generate_prefills_every_row(tiny_model_dir, smal
     model.get_input_embeddings().register_forward_hook(lambda _, args, __: embedded.append(tuple(args[0].shape)))
     trainer._generate_single_turn([prompt] * 3, None, {}, 3)
     assert embedded[0] == (3, len(prompt))  # one group of three rows, each prefilled whole by `generate`
+
+
+@pytest.mark.parametrize("with_adapter", [False, True])
+def test_greedy_decoding_writes_generates_tokens_and_drops_each_row_at_its_end(
+    tiny_model_dir, adapter_dir, with_adapter
+):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    if with_adapter:  # random LoRA weights: merged while decoding, as the fast path runs an adapter
+        model = PeftModel.from_pretrained(model, adapter_dir)
+    model.eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir, padding_side="left")
+    texts = ["Convert 50 EUR to JPY, please, right now.", "Weather in Lyon?", "Book a table for two, tonight."]
+    batch = tokenizer(texts, return_tensors="pt", padding=True)
+    prompt_length = batch["input_ids"].size(1)
+    embedded = []
+    model.get_input_embeddings().register_forward_hook(lambda _, args, __: embedded.append(tuple(args[0].shape)))
+
+    def both(eos_token_id):
+        embedded.clear()
+        ours = greedy_generate(model, batch["input_ids"], batch["attention_mask"], 8, eos_token_id,
+                               tokenizer.pad_token_id)  # fmt: skip
+        passes = list(embedded)
+        theirs = model.generate(**batch, do_sample=False, max_new_tokens=8, eos_token_id=eos_token_id,
+                                pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+        return ours, theirs, passes
+
+    ours, theirs, passes = both(tokenizer.eos_token_id)
+    torch.testing.assert_close(ours, theirs, atol=0, rtol=0)
+    assert ours.size(1) == prompt_length + 8
+    assert passes[0] == (3, prompt_length - 1)  # every prompt less its last token, in one pass
+
+    # With a token of the first row's completion as an end of turn, that row ends where it first writes it (and pads
+    # after), as with `generate`, and leaves the batch: the passes after it compute fewer rows.
+    first_completion = ours[0, prompt_length:].tolist()
+    stop = first_completion[2]
+    end = first_completion.index(stop) + 1  # the tokens the first row writes
+    ours, theirs, passes = both([tokenizer.eos_token_id, stop])
+    torch.testing.assert_close(ours, theirs, atol=0, rtol=0)
+    assert ours[0, prompt_length : prompt_length + end].tolist() == first_completion[:end]
+    assert (ours[0, prompt_length + end :] == tokenizer.pad_token_id).all()
+    # Each decoding pass computes the rows that have not yet written an end of turn (another row may write `stop` too).
+    ends = []
+    for row in theirs[:, prompt_length:].tolist():
+        written = [position for position, token in enumerate(row) if token in (tokenizer.eos_token_id, stop)]
+        ends.append(written[0] + 1 if written else len(row))
+    assert ends[0] == end and min(ends) < max(ends)  # some row goes on after another has ended
+    assert [shape[0] for shape in passes[1:]] == [sum(e > step for e in ends) for step in range(max(ends))]
