@@ -93,14 +93,15 @@ def generate_completions(
     """Completions for text prompts in batches (left-padded), decoded without special tokens: greedy when
     `temperature` is 0, else `num_samples` sampled completions per prompt, grouped by prompt, in the prompts' order.
     Where `cpu_fast_path` runs the fast path (`fastpath.enabled`), the LM head takes its input contiguous, and greedy
-    decoding runs in `fastpath.sampling.greedy_generate`, which drops each row from the batch at its end of turn.
+    decoding of a transformers or peft model runs in `fastpath.sampling.greedy_generate`, which drops each row from
+    the batch at its end of turn.
 
     Batches are drawn longest prompt first, so each holds prompts of similar length and pads little: the prefill
     computes every padding position, and the completions are the same whatever the batches."""
     import torch
     from tqdm import tqdm
 
-    from grpo_tools.fastpath.sampling import greedy_generate
+    from grpo_tools.fastpath.sampling import greedy_generate, greedy_generate_runs
 
     if temperature == 0 and num_samples > 1:
         raise ValueError("greedy decoding (temperature 0) gives identical samples; set a temperature > 0")
@@ -118,13 +119,14 @@ def generate_completions(
     model.eval()
     fast = fastpath.enabled(cpu_fast_path, model.device)
     hook = fastpath.contiguous_head_input(model) if fast else None
+    fast_greedy = fast and temperature == 0 and greedy_generate_runs(model)
     try:
         with torch.no_grad():
             for start in tqdm(range(0, len(prompts), batch_size), desc=description, disable=not progress or None):
                 texts = [prompts[index] for index in order[start : start + batch_size]]
                 batch = tokenizer(texts, return_tensors="pt", padding=True)
                 batch = {key: value.to(model.device) for key, value in batch.items()}
-                if fast and temperature == 0:
+                if fast_greedy:
                     output = greedy_generate(
                         model, batch["input_ids"], batch["attention_mask"], max_new_tokens, tokenizer.eos_token_id,
                         tokenizer.pad_token_id,

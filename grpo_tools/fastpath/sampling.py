@@ -26,6 +26,7 @@ __all__ = [
     "PreallocatedLayer",
     "draw",
     "greedy_generate",
+    "greedy_generate_runs",
     "plain_sampling",
     "prefill_once_per_prompt",
     "prompt_cache",
@@ -69,6 +70,15 @@ def greedy_generate(
     with torch.no_grad():
         output = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
     return sample_rows(model, input_ids, attention_mask, getattr(output, CACHE_ARGUMENT), config)
+
+
+def greedy_generate_runs(model: Any) -> bool:
+    """Whether `greedy_generate` can decode with `model`: a transformers model, or a peft model over one. Anything
+    else that only offers `generate` (a wrapper, a stand-in) is left to its own `generate`."""
+    from peft import PeftModel
+    from transformers import PreTrainedModel
+
+    return isinstance(model, PreTrainedModel | PeftModel)
 
 
 def sample_rows(
