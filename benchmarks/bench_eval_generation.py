@@ -4,9 +4,9 @@ leaving the batch at its end of turn) against transformers' `generate` (`off`), 
 
 The prompts go in chunks of `--batch-size`; for each chunk both sides run, in turn first (so a change in the machine's
 load hits both alike), and the figures are the seconds of all chunks, their ratio, how many completions are the same
-on both sides and the completions' mean length in tokens (their text encoded again). Greedy decoding runs each row to its end of turn, so a
-model whose completions end at different lengths gains the most; one that writes to the limit on every row, little.
-A measurement, not a test:
+on both sides and the completions' mean length in tokens (their text encoded again). The fast path stops computing
+each row at its end of turn, so a model whose completions end at different lengths gains the most; one that writes
+to the limit on every row, little. A measurement, not a test:
 
     .venv/bin/python -m benchmarks.bench_eval_generation [--model outputs/smollm2-135m] [--adapter FOLDER]
         [--data outputs/bfcl-task/eval.jsonl] [--rows 80] [--batch-size 40] [--max-new-tokens 96] [--threads 0]
@@ -109,10 +109,10 @@ def main() -> None:
     print(f"{'generation':<34} {'seconds':>8}")
     print(f"{'fast path (cpu_fast_path: auto)':<34} {result['seconds']['auto']:>8.1f}")
     print(f"{'transformers generate (off)':<34} {result['seconds']['off']:>8.1f}")
+    same, rows = result["same_completions"], result["rows"]
     print(
-        f"\nratio {result['ratio']:.3f}; the same completion on {result['same_completions']} of {result['rows']} rows; "
-        f"completions {result['mean_completion_tokens']:.1f} tokens on average, {result['completions_at_the_limit']} "
-        f"at the limit"
+        f"\nratio {result['ratio']:.3f}; the same completion on {same} of {rows} rows; completions "
+        f"{result['mean_completion_tokens']:.1f} tokens on average, {result['completions_at_the_limit']} at the limit"
     )
     print(f"\nwrote {write_result(args.output, result)}")
 

@@ -77,6 +77,24 @@ def test_greedy_completions_are_the_same_with_the_fast_path_and_without(tiny_mod
     assert len(set(completions["off"])) == len(prompts)  # each prompt its own completion: an order mix-up shows
 
 
+def test_a_model_that_only_offers_generate_keeps_its_own_generate_on_the_fast_path(tokenizer):
+    import torch
+
+    from grpo_tools.evaluation.generation import generate_completions
+
+    class Echo(torch.nn.Module):
+        """No forward pass: generates the last two tokens of each prompt again."""
+
+        device = torch.device("cpu")
+
+        def generate(self, input_ids, attention_mask, max_new_tokens, **kwargs):
+            return torch.cat([input_ids, input_ids[:, -2:]], dim=1)  # (B, P + 2)
+
+    prompts = ["Weather in Lyon?", "Book a table for two."]
+    completions = generate_completions(Echo(), tokenizer, prompts, max_new_tokens=2, progress=False)
+    assert completions == [tokenizer.decode(tokenizer(text).input_ids[-2:]) for text in prompts]
+
+
 @pytest.mark.parametrize(("cpu_fast_path", "contiguous"), [("auto", True), ("off", False)])
 def test_generation_takes_the_lm_head_speed_up_only_with_the_fast_path(cpu_fast_path, contiguous, tiny_model_dir):
     """`contiguous_head_input` is a CPU speed trick of `grpo_tools.fastpath`: with `cpu_fast_path: off` generation
