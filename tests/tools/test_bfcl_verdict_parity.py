@@ -84,3 +84,21 @@ def test_docstring_examples():
 
     result = doctest.testmod(grpo_tools.tools.bfcl_verdict, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
+
+
+@pytest.mark.parametrize(
+    ("row_id", "turn", "call"),
+    [
+        ("multi_turn_base_100", 1, "fund_account(amount=1000000001)"),
+        ("multi_turn_base_0", 3, "echo(content='" + "x" * 20_001 + "', file_name='previous_report.pdf')"),
+    ],
+)
+def test_a_state_changing_call_beyond_an_old_size_limit_fails_as_in_bfcl(row_id, turn, call):
+    """A call that one of our old size limits skipped while BFCL ran it: the row must fail, as BFCL's checker fails it."""
+    row = next(r for r in reference.rows("multi_turn_base") if r.row["id"] == row_id)
+    trajectory = [[list(calls)] if calls else [] for calls in row.ground_truth]
+    trajectory[turn] = [[*row.ground_truth[turn], call]]
+    theirs, their_error = reference.bfcl_checker_verdict(row, trajectory)
+    ours = bfcl_verdict(row.row["env"], row.ground_truth, trajectory)
+    assert (theirs, their_error) == (False, "multi_turn:instance_state_mismatch")
+    assert (ours.valid, ours.error_type) == (theirs, their_error)
