@@ -128,7 +128,8 @@ def _step_limit() -> int:
 class Conversation:
     """One row's conversation in progress: its session, the messages so far, and per turn the model's raw steps
     (`result`, BFCL's result layout). `stopped` says why it ended early (`step_limit`, `token_budget`, `context`,
-    `unrenderable`), None when it ran every turn."""
+    `unrenderable`, `budget:<kind>` when the model's calls broke the session's budget), None when it ran every
+    turn."""
 
     row: dict[str, Any]
     session: BFCLSession
@@ -227,10 +228,14 @@ def _take_step(conversation: Conversation, text: str, extra: str, step_limit: in
     if not calls and not last:  # BFCL: an empty response ends the turn
         conversation.next_turn(extra)
         return
+    conversation.session.start_step()
     for call in calls:
         outcome = conversation.session.call(call.name, call.kwargs)
         conversation.calls += 1
         conversation.messages.append({"role": "tool", "name": outcome.name, "content": outcome.result})
+        if conversation.session.exceeded is not None:  # the verdict fails the row at this call: nothing more to run
+            conversation.stop(f"budget:{conversation.session.exceeded.kind}")
+            return
     conversation.steps_in_turn += 1
     if last:
         conversation.stop("token_budget")

@@ -22,20 +22,30 @@ overflows at once instead of computing a billion-digit integer), and a name that
 (a builtin, a private method) is refused where BFCL's `eval` would run it. In the environment a model acts in, a
 `miss_func` row's held-out functions are refused before their turn and arguments that break BFCL's schema are refused
 with the reason; the verdict runs both as BFCL's checker does (`from_env(env, as_checker=True)`).
+
+What a session's calls may cost is bounded by its `Budget` (`grpo_tools.rewards.budget`: calls per step, turn and
+session, argument size and nesting, integer digits, result characters, seconds), measured before a call's arguments are
+formatted or converted, plus BFCL's own `MAX_PRECISION`: past a limit the call is refused (status `budget`), every
+later call too, and `exceeded` says which limit broke, so that the reward and the verdict score the completion as
+wrong. Each session owns deep copies of everything its instances hold, including what BFCL's classes take from
+module globals (TravelAPI's long-context credit cards); each call runs inside its own `decimal` context, with
+`mpmath`'s precision restored after it, so no call changes the process's numeric settings.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import decimal
 import functools
 import json
+import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from grpo_tools.data.converters.bfcl_multi_turn import (
-    MAX_CALL_CHARS,
     CallSyntaxError,
     ParsedCall,
     api_class,
@@ -44,12 +54,12 @@ from grpo_tools.data.converters.bfcl_multi_turn import (
     is_stateless,
     parse_call,
 )
+from grpo_tools.rewards.budget import Budget, BudgetHit, Meter
 from grpo_tools.rewards.schemas import Tool, normalize_tools, validate_arguments
 from grpo_tools.tools.base import ToolEnvironment, ToolRecord
 
 
 __all__ = [
-    "MAX_INTEGER",
     "MAX_PRECISION",
     "BFCLEnvironment",
     "BFCLSession",
@@ -58,8 +68,6 @@ __all__ = [
 ]
 
 
-# The largest integer argument a call may give; BFCL's ground truth gives at most 987,654 (a ticket id).
-MAX_INTEGER = 10**9
 # The largest `precision` (MathAPI's `square_root` and `logarithm` compute that many digits: 10**6 takes 12 s);
 # BFCL's ground truth asks for at most 10.
 MAX_PRECISION = 1_000
@@ -86,7 +94,7 @@ def serialize_result(value: Any) -> str:
 @dataclass(frozen=True)
 class CallOutcome:
     """One call a session received: the function, its arguments by name (as far as they could be read), how it ended
-    (`ok`, `exception`, `validation`, `unknown_tool`, `parse_error`) and the result the model is shown."""
+    (`ok`, `exception`, `validation`, `unknown_tool`, `parse_error`, `budget`: refused, past the session's budget) and the result the model is shown."""
 
     name: str
     arguments: dict[str, Any]
@@ -94,54 +102,53 @@ class CallOutcome:
     result: str
 
 
-def _integers(value: Any) -> Iterable[int]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        yield value
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _integers(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _integers(item)
-
-
-def _limit_problem(arguments: Mapping[str, Any], size: int) -> str | None:
-    """Why arguments are too big to run, or None: what keeps a hostile call from holding the process."""
-    if size > MAX_CALL_CHARS:
-        return f"the arguments are longer than {MAX_CALL_CHARS} characters"
-    if any(abs(number) > MAX_INTEGER for number in _integers(dict(arguments))):
-        return f"an integer argument is beyond +-{MAX_INTEGER}"
-    precision = arguments.get("precision")
-    if isinstance(precision, int | float) and not isinstance(precision, bool) and precision > MAX_PRECISION:
-        return f"precision is above {MAX_PRECISION}"
-    return None
+@contextlib.contextmanager
+def _own_numeric_contexts() -> Iterator[None]:
+    """Run a call in a `decimal` context of its own and restore `mpmath`'s precision after it: MathAPI sets both
+    process-wide (`getcontext().prec = precision`, `mpmath.mp.dps = precision`)."""
+    mpmath = sys.modules.get("mpmath")
+    precision = mpmath.mp.prec if mpmath is not None else None
+    try:
+        with decimal.localcontext():
+            yield
+    finally:
+        if mpmath is not None:
+            mpmath.mp.prec = precision
 
 
 # What the argument checks found, by function and the arguments' `repr` (which tells a tuple from a list and a set
 # from a string, as the schema does): a verdict runs the same ground-truth calls for every trajectory of a row, a
 # trainer for every sample of a group. Only short arguments are kept, at most 10,000 of them (about 10 MB at worst).
-_CHECKED: dict[tuple[str, bool, str], str | None] = {}
+_CHECKED: dict[tuple[str, str], str | None] = {}
 _CHECKED_LIMIT = 10_000
 _CHECKED_CHARS = 1_000
 
 
 def _argument_problem(tool: Tool, arguments: dict[str, Any], check_types: bool) -> str | None:
-    """Why a call's arguments cannot run (size limits, then BFCL's schema when `check_types`), or None."""
-    try:
-        key = (tool.name, check_types, repr(arguments))
-    except RecursionError:
-        return "the arguments are nested too deeply"
+    """Why a call's arguments do not fit BFCL's schema (only when `check_types`), or None. The arguments have passed
+    the budget, so their `repr` is short and cannot fail."""
+    if not check_types:
+        return None
+    key = (tool.name, repr(arguments))
     if key in _CHECKED:
         return _CHECKED[key]
-    problem = _limit_problem(arguments, len(key[2]))
-    if problem is None and check_types:
-        problems = validate_arguments(tool, arguments)
-        problem = "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems) or None
-    if len(key[2]) <= _CHECKED_CHARS:
+    problems = validate_arguments(tool, arguments)
+    problem = "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems) or None
+    if len(key[1]) <= _CHECKED_CHARS:
         if len(_CHECKED) >= _CHECKED_LIMIT:
             _CHECKED.clear()
         _CHECKED[key] = problem
     return problem
+
+
+def _name(name: Any) -> str:
+    """A call's name as text, whatever the model wrote there (`str` of a huge integer would raise)."""
+    return name if isinstance(name, str) else f"<{type(name).__name__}>"
+
+
+def _refused(name: Any, hit: BudgetHit) -> CallOutcome:
+    """A call the budget refused: not run, its arguments not kept (they may be what broke the limit)."""
+    return CallOutcome(_name(name), {}, "budget", f"{_ERROR}over the budget: {hit.message}")
 
 
 @functools.cache
@@ -171,9 +178,11 @@ class BFCLSession:
         long_context: bool = False,
         missed_function: Mapping[str, Iterable[str]] | None = None,
         check_types: bool = True,
+        budget: Budget | None = None,
     ) -> None:
         self.classes = list(involved_classes)
         self.check_types = check_types
+        self.meter = Meter(budget)
         self.instances: dict[str, Any] = {}
         self.tools: dict[str, Tool] = {}
         self._owners: dict[str, str] = {}
@@ -182,6 +191,8 @@ class BFCLSession:
             if not is_stateless(class_name):
                 config = copy.deepcopy(dict(initial_config or {}).get(class_name, {}))
                 instance._load_scenario(config, long_context=long_context)
+                # What `_load_scenario` took from module globals (TravelAPI's long-context cards) becomes the session's.
+                vars(instance).update(copy.deepcopy(vars(instance)))
             self.instances[class_name] = instance
             tools = _class_tools(class_name)
             self.tools.update(tools)
@@ -190,13 +201,13 @@ class BFCLSession:
         self.start_turn(0)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, Any], as_checker: bool = False) -> BFCLSession:
+    def from_env(cls, env: Mapping[str, Any], as_checker: bool = False, budget: Budget | None = None) -> BFCLSession:
         """A fresh session from a `multi_turn` row's `env` (see `grpo_tools.data.converters.bfcl_multi_turn`).
 
         `as_checker=True` runs calls as BFCL's checker does, which is how the verdict replays a trajectory: a
         `miss_func` row's held-out functions at any turn (methods of the row's classes the model was not yet shown),
         and arguments of any type (BFCL runs `tail(lines=20.0)`). Calls are still parsed, never evaluated, only
-        methods of the row's classes run, and the size limits hold.
+        methods of the row's classes run, and the budget holds.
         """
         return cls(
             env["involved_classes"],
@@ -204,13 +215,24 @@ class BFCLSession:
             bool(env.get("long_context", False)),
             None if as_checker else env.get("missed_function"),
             check_types=not as_checker,
+            budget=budget,
         )
+
+    @property
+    def exceeded(self) -> BudgetHit | None:
+        """The first limit the session's calls broke (every later call was refused), or None."""
+        return self.meter.exceeded
 
     def start_turn(self, turn: int) -> None:
         """Move to user turn `turn` (from 0): the functions held out until then are offered from now on."""
         self.turn = turn
+        self.meter.start_turn()
         later = {name for held, names in self.held_out.items() if held > turn for name in names}
         self._offered = frozenset(name for name in self._owners if name not in later)
+
+    def start_step(self) -> None:
+        """A new model response begins within the turn (the budget counts calls per step)."""
+        self.meter.start_step()
 
     def offered(self) -> frozenset[str]:
         """The function names a call may use at the current turn."""
@@ -219,37 +241,62 @@ class BFCLSession:
     def call(self, name: Any, arguments: Any) -> CallOutcome:
         """Run one call given by name and keyword arguments (a model's call, read by our parser)."""
         if not isinstance(arguments, dict):
-            return CallOutcome(str(name), {}, "validation", f"{_ERROR}the arguments of a call must be an object")
+            hit = self.meter.admit()
+            if hit is not None:
+                return _refused(name, hit)
+            return CallOutcome(_name(name), {}, "validation", f"{_ERROR}the arguments of a call must be an object")
         return self._execute(name, (), arguments)
 
     def call_text(self, text: Any) -> CallOutcome:
         """Run one call written as BFCL writes it (`cd(folder='temp')`), read by `parse_call`, never evaluated."""
+        limit = self.meter.budget.argument_chars
+        if isinstance(text, str) and len(text) > limit:
+            self.meter.admit()
+            return _refused("", self.meter.refuse("argument_chars", f"a call is longer than {limit} characters"))
         try:
-            call = parse_call(text)
+            call = parse_call(text, max_chars=limit)
         except CallSyntaxError as error:
+            hit = self.meter.admit()
+            if hit is not None:
+                return _refused("", hit)
             return CallOutcome("", {}, "parse_error", f"{_ERROR}{error}")
         return self._execute(call.name, call.args, call.kwargs)
 
     def _execute(self, name: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallOutcome:
+        hit = self.meter.admit((args, kwargs))  # measured before anything formats or converts them
+        if hit is not None:
+            return _refused(name, hit)
         if not isinstance(name, str) or name not in self._offered:
-            return CallOutcome(str(name), dict(kwargs), "unknown_tool", f"{_ERROR}name {str(name)!r} is not defined")
+            outcome = CallOutcome(
+                _name(name), dict(kwargs), "unknown_tool", f"{_ERROR}name {_name(name)!r} is not defined"
+            )
+            return self._spent(outcome)
         method = getattr(self.instances[self._owners[name]], name)
         try:
             arguments = bind_call(method, ParsedCall(name, args, kwargs))
         except TypeError as error:
-            return CallOutcome(name, dict(kwargs), "validation", f"{_ERROR}{name}: {error}")
+            return self._spent(CallOutcome(name, dict(kwargs), "validation", f"{_ERROR}{name}: {error}"))
+        precision = arguments.get("precision")
+        if isinstance(precision, int | float) and not isinstance(precision, bool) and precision > MAX_PRECISION:
+            return _refused(name, self.meter.refuse("precision", f"precision is above {MAX_PRECISION}"))
         tool = self.tools[name]
         problem = _argument_problem(tool, arguments, self.check_types)
         if problem is not None:
-            return CallOutcome(name, arguments, "validation", f"{_ERROR}invalid arguments for {name}: {problem}")
+            message = f"{_ERROR}invalid arguments for {name}: {problem}"
+            return self._spent(CallOutcome(name, arguments, "validation", message))
         for key, value in arguments.items():
             if tool.param_types(key) == {"number"} and isinstance(value, int) and not isinstance(value, bool):
                 arguments[key] = float(value)
         try:
-            value = method(**arguments)
+            with _own_numeric_contexts():  # the result is written at the precision the call set, as BFCL writes it
+                outcome = CallOutcome(name, arguments, "ok", serialize_result(method(**arguments)))
         except Exception as error:  # the tool boundary: BFCL shows an API's exception to the model as its result
-            return CallOutcome(name, arguments, "exception", f"{_ERROR}{error}")
-        return CallOutcome(name, arguments, "ok", serialize_result(value))
+            outcome = CallOutcome(name, arguments, "exception", f"{_ERROR}{error}")
+        return self._spent(outcome)
+
+    def _spent(self, outcome: CallOutcome) -> CallOutcome:
+        self.meter.spend(outcome.result)
+        return outcome
 
     def state(self) -> dict[str, dict[str, Any]]:
         """Each instance's public attributes, which BFCL's state check compares."""

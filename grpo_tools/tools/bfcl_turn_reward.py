@@ -13,7 +13,9 @@ a parameter is missing): it pays 1 when the completion calls nothing, 0 otherwis
 Options (`get_bfcl_turn_reward`), each documented in docs/multi-turn.md with how it can be gamed: `partial_credit`
 `state` (0.5 when the state check passes but the response check fails), `calls` (0.5 x the share of the turn's
 state-changing ground-truth calls the completion made exactly), and `extra_call_cost` (subtracted per call beyond the
-ground truth's count). Text is only ever parsed: a call runs only as a method of the row's API classes, with literal
+ground truth's count; the calls counted are at most the budget's `calls_per_step`). A completion whose calls break the
+budget (`grpo_tools.rewards.budget`) scores as wrong: no credit, less the extra-call cost, as in the verdict. Text is
+only ever parsed: a call runs only as a method of the row's API classes, with literal
 arguments.
 """
 
@@ -26,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from grpo_tools.rewards.budget import DEFAULT_BUDGET, Budget, Meter
 from grpo_tools.tools.bfcl import BFCLSession, CallOutcome
 from grpo_tools.tools.bfcl_verdict import decode_step, missing_results, run_call, state_difference
 
@@ -94,18 +97,28 @@ def _completion_text(completion: Any) -> str:
 
 
 def score_turn(
-    completion: Any, env: Any, partial_credit: PartialCredit = "none", extra_call_cost: float = 0.0
+    completion: Any,
+    env: Any,
+    partial_credit: PartialCredit = "none",
+    extra_call_cost: float = 0.0,
+    budget: Budget | None = None,
 ) -> float:
     """One completion's reward on one per-turn row (see the module's docstring)."""
+    budget = budget or DEFAULT_BUDGET
     start = turn_start(_env_text(env))
     calls = decode_step(_completion_text(completion))
-    extra = extra_call_cost * max(0, len(calls) - len(start.gold_results))
+    extra = extra_call_cost * max(0, min(len(calls), budget.calls_per_step) - len(start.gold_results))
     if not start.gold_results:
         return (0.0 if calls else 1.0) - extra
     if not calls:
         return 0.0
     session = copy.deepcopy(start.before)
-    outcomes = [run_call(session, call) for call in calls]
+    session.meter = Meter(budget)  # the completion's own budget, not what the ground truth's earlier turns spent
+    outcomes = []
+    for call in calls:
+        outcomes.append(run_call(session, call))
+        if session.exceeded is not None:
+            return 0.0 - extra
     state_ok = state_difference(session, start.after) is None
     results = [*start.earlier_results, *(outcome.result for outcome in outcomes)]
     if state_ok and not missing_results(start.gold_results, results):
@@ -130,9 +143,10 @@ def _found(expected: Sequence[tuple[str, str]], made: Sequence[tuple[str, str]])
 
 
 def get_bfcl_turn_reward(
-    partial_credit: PartialCredit = "none", extra_call_cost: float = 0.0
+    partial_credit: PartialCredit = "none", extra_call_cost: float = 0.0, budget: Budget | None = None
 ) -> Callable[..., list[float]]:
-    """`bfcl_turn` as a trl reward function with its options; trl passes the row's `env` column as `env`.
+    """`bfcl_turn` as a trl reward function with its options; trl passes the row's `env` column as `env`. `budget`
+    bounds what one completion's calls may cost (`Budget()`'s defaults when None).
 
     >>> reward = get_bfcl_turn_reward()
     >>> env = {"involved_classes": ["MathAPI"], "turn": 0, "ground_truth": [["add(a=1, b=2)"]]}
@@ -146,7 +160,7 @@ def get_bfcl_turn_reward(
         if env is None:
             raise ValueError("bfcl_turn scores per-turn BFCL rows (`grpo-tools convert --from bfcl ... --per-turn`)")
         return [
-            score_turn(completion, row_env, partial_credit, extra_call_cost)
+            score_turn(completion, row_env, partial_credit, extra_call_cost, budget)
             for completion, row_env in zip(completions, env, strict=True)
         ]
 

@@ -13,7 +13,11 @@ The rules are those of bfcl-eval's `multi_turn_checker` and of the runner around
   results of the model's calls so far, all turns together, must contain the results of this turn's ground-truth calls
   as a multiset (`multi_turn:execution_response_mismatch`);
 - a turn whose ground truth is empty is not checked (the model's calls there still run, so that later turns see their
-  effect), as in BFCL's checker.
+  effect), as in BFCL's checker;
+- ours only: a call past the model session's budget (`grpo_tools.rewards.budget`: calls per step, turn and row,
+  argument size, integer digits, results, time) fails the row at once (`multi_turn:budget_exceeded`), as the per-turn
+  reward scores such a completion 0; BFCL's checker would run the call, and fails the row too wherever it changes the
+  state (the parity test holds such trajectories).
 
 `tests/tools/test_bfcl_verdict_parity.py` holds this equal to BFCL's own checker on all 800 rows of the four categories,
 on the ground truth and on perturbations of it.
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grpo_tools.data.converters.bfcl_multi_turn import ParsedCall
+from grpo_tools.rewards.budget import Budget
 from grpo_tools.rewards.parsing import load_json_or_literal, parse_tool_calls
 from grpo_tools.tools.bfcl import BFCLSession, CallOutcome
 
@@ -116,12 +121,14 @@ def missing_results(expected: Sequence[str], obtained: Sequence[str]) -> list[st
     return missing
 
 
-def bfcl_verdict(env: Mapping[str, Any], ground_truth: Sequence[Sequence[str]], trajectory: Any) -> Verdict:
+def bfcl_verdict(
+    env: Mapping[str, Any], ground_truth: Sequence[Sequence[str]], trajectory: Any, budget: Budget | None = None
+) -> Verdict:
     """BFCL's verdict on a trajectory for one multi-turn row, computed without `eval`.
 
     `env` is the row's `env` (`involved_classes`, `initial_config`, `long_context`, `missed_function`),
     `ground_truth` its `expected` (per turn, BFCL's call strings), `trajectory` per turn the steps, each as
-    `decode_step` reads it.
+    `decode_step` reads it; `budget` bounds what the model's calls may cost (`Budget()`'s defaults when None).
 
     >>> env = {"involved_classes": ["MathAPI"]}
     >>> bfcl_verdict(env, [["add(a=1, b=2)"]], [[["add(b=2, a=1)"]]]).valid
@@ -135,14 +142,20 @@ def bfcl_verdict(env: Mapping[str, Any], ground_truth: Sequence[Sequence[str]], 
         message = f"{len(trajectory)} turns where the ground truth has {len(ground_truth)}"
         return Verdict(False, "multi_turn:force_terminated", None, message)
     # As BFCL's checker: a held-out function runs whenever it is called, arguments of any type reach the method.
-    model, truth = BFCLSession.from_env(env, as_checker=True), BFCLSession.from_env(env, as_checker=True)
+    model = BFCLSession.from_env(env, as_checker=True, budget=budget)
+    truth = BFCLSession.from_env(env, as_checker=True)
     results_so_far: list[str] = []
     for turn, (steps, gold_calls) in enumerate(zip(trajectory, ground_truth, strict=True)):
         model.start_turn(turn)
         truth.start_turn(turn)
         decoded = [calls for calls in map(decode_step, steps if isinstance(steps, list) else []) if calls]
         for calls in decoded:
-            results_so_far.extend(run_call(model, call).result for call in calls)
+            model.start_step()
+            for call in calls:
+                results_so_far.append(run_call(model, call).result)
+                if model.exceeded is not None:
+                    message = f"{model.exceeded.kind}: {model.exceeded.message}"
+                    return Verdict(False, "multi_turn:budget_exceeded", turn, message)
         gold_results = [truth.call_text(call).result for call in gold_calls]
         if not gold_calls:
             continue

@@ -44,7 +44,6 @@ def _hostile_calls(marker: str) -> list[str]:
         "cd(folder='document'); __import__('os')",
         "lambda: 0",
         "[cd(folder='document')]",
-        "echo(content='" + "x" * 30_000 + "', file_name='big.txt')",
         "cd(folder=" + "[" * 5_000 + "]" * 5_000 + ")",
         "cd(folder='\x00')",
     ]
@@ -116,7 +115,7 @@ def test_hostile_model_text_through_the_environment(file_system_row, watched, tm
         environment, {"function": {"name": "echo", "arguments": {"content": "x" * 100_000, "file_name": "a.txt"}}}
     )
     assert "longer than" in huge["content"]
-    assert [record.status for record in environment.records] == ["validation"]
+    assert [record.status for record in environment.records] == ["budget"]  # refused before it ran
     assert environment.session.state() == BFCLSession.from_env(file_system_row.row["env"]).state()
     assert watched == []
 
@@ -145,9 +144,16 @@ def test_held_out_function_called_early_is_refused_and_changes_nothing(watched):
 
 def test_huge_numbers_do_not_hold_the_process():
     session = BFCLSession(["MathAPI"])
-    assert session.call_text("square_root(number=2, precision=1000000)").status == "validation"
+    assert session.call_text("square_root(number=2, precision=1000000)").status == "budget"
+    assert session.exceeded.kind == "precision"
+    session = BFCLSession(["MathAPI"])
     assert session.call_text("add(a=1, b=10**100)").status == "parse_error"  # an expression, not a literal
-    assert session.call_text(f"add(a=1, b={10**100})").status == "validation"
+    assert session.call_text(f"add(a=1, b={10**100})").status == "budget"
+    assert session.exceeded.kind == "integer_digits"
+    session = BFCLSession(["GorillaFileSystem"])
+    assert session.call_text("echo(content='" + "x" * 200_000 + "', file_name='big.txt')").status == "budget"
+    assert session.exceeded.kind == "argument_chars" and session.call_text("pwd()").status == "budget"
+    session = BFCLSession(["MathAPI"])
     # A float parameter receives a float: the power overflows at once instead of computing a 100-million-digit integer.
     outcome = session.call_text("power(base=10, exponent=100000000)")
     assert outcome.status == "exception" and "Error during execution" in outcome.result

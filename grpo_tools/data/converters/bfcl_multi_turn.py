@@ -138,8 +138,8 @@ def function_docs(name: str) -> list[dict[str, Any]]:
     return copy.deepcopy(list(_function_docs(name)))
 
 
-def parse_call(text: str) -> ParsedCall:
-    """Read a call written as BFCL writes it, without running it.
+def parse_call(text: str, max_chars: int = MAX_CALL_CHARS) -> ParsedCall:
+    """Read a call written as BFCL writes it, without running it; a text longer than `max_chars` is refused unread.
 
     >>> parse_call("mv(source='a.txt', destination='temp')")
     ParsedCall(name='mv', args=(), kwargs={'source': 'a.txt', 'destination': 'temp'})
@@ -150,8 +150,8 @@ def parse_call(text: str) -> ParsedCall:
     """
     if not isinstance(text, str):
         raise CallSyntaxError(f"a call must be text, got {type(text).__name__}")
-    if len(text) > MAX_CALL_CHARS:
-        raise CallSyntaxError(f"a call is longer than {MAX_CALL_CHARS} characters")
+    if len(text) > max_chars:
+        raise CallSyntaxError(f"a call is longer than {max_chars} characters")
     try:
         with warnings.catch_warnings():  # an unknown escape in a string literal warns; it is still only text
             warnings.simplefilter("ignore")
