@@ -27,7 +27,16 @@ from grpo_tools.data.converters import bfcl_files, convert_rows, load_ground_tru
 from grpo_tools.data.converters.bfcl_multi_turn import MULTI_TURN_CATEGORIES, api_class, bfcl_module, parse_call
 
 
-__all__ = ["MULTI_TURN_CATEGORIES", "PERTURBATIONS", "Row", "bfcl_checker_verdict", "rows", "trajectories"]
+__all__ = [
+    "MULTI_TURN_CATEGORIES",
+    "PAST_LIMITS",
+    "PERTURBATIONS",
+    "Row",
+    "bfcl_checker_verdict",
+    "past_limit_trajectories",
+    "rows",
+    "trajectories",
+]
 
 # A call of each API class that reads and changes nothing a state check compares.
 READ_ONLY_CALLS = {
@@ -198,6 +207,31 @@ def trajectories(row: Row) -> Iterator[tuple[str, list[list[list[str]]]]]:
         if options:
             t, i, new = rng.choice(options)
             yield label, [*whole[:t], [[*truth[t][:i], new, *truth[t][i + 1 :]]], *whole[t + 1 :]]
+
+
+# Trajectories past the default `Budget` of grpo_tools.rewards.budget, each a state-changing call added to the ground
+# truth's first turn with calls: a file name longer than `argument_chars`, as many new files as `calls_per_step` allows
+# and one more, a file named by a number of more than `integer_digits` digits. BFCL's checker runs them and fails the row on the
+# changed state; the verdict refuses them and fails the row on the budget.
+PAST_LIMITS: dict[str, tuple[str, list[str]]] = {
+    "argument_chars": ("GorillaFileSystem", ["touch(file_name='" + "x" * 100_001 + "')"]),
+    "calls_per_step": ("GorillaFileSystem", [f"touch(file_name='new_{i}.txt')" for i in range(129)]),
+    "integer_digits": ("GorillaFileSystem", ["touch(file_name='" + "1" * 101 + "')"]),  # a number written as text
+}
+
+
+def past_limit_trajectories(row: Row) -> Iterator[tuple[str, list[list[list[str]]]]]:
+    """The row's ground truth with each of `PAST_LIMITS` whose API class the row involves, added to the first turn
+    that has calls (as one step after the ground truth's), named by the limit it breaks."""
+    truth = row.ground_truth
+    busy = [t for t, turn in enumerate(truth) if turn]
+    if not busy:
+        return
+    whole = [[list(turn)] if turn else [] for turn in truth]
+    for kind, (class_name, calls) in PAST_LIMITS.items():
+        if class_name in row.row["env"]["involved_classes"]:
+            t = busy[0]
+            yield kind, [*whole[:t], [*whole[t], calls], *whole[t + 1 :]]
 
 
 def bfcl_checker_verdict(row: Row, trajectory: list[list[list[str]]]) -> tuple[bool, str | None]:

@@ -102,3 +102,22 @@ def test_a_state_changing_call_beyond_an_old_size_limit_fails_as_in_bfcl(row_id,
     ours = bfcl_verdict(row.row["env"], row.ground_truth, trajectory)
     assert (theirs, their_error) == (False, "multi_turn:instance_state_mismatch")
     assert (ours.valid, ours.error_type) == (theirs, their_error)
+
+
+@pytest.mark.parametrize("category", ["multi_turn_base", "multi_turn_long_context"])
+def test_trajectories_past_the_budget_fail_as_in_bfcl(category):
+    """State-changing calls past the default budget (`reference.PAST_LIMITS`): BFCL's checker runs them and fails the
+    row on the changed state; our verdict refuses them and fails the row on the budget, never passes it."""
+    checked, disagreements = Counter(), []
+    for row in reference.rows(category):
+        for label, trajectory in reference.past_limit_trajectories(row):
+            theirs, their_error = reference.bfcl_checker_verdict(row, trajectory)
+            ours = bfcl_verdict(row.row["env"], row.ground_truth, trajectory)
+            checked[label] += 1
+            if ours.valid != theirs or (ours.error_type, ours.message.split(":")[0]) != (
+                "multi_turn:budget_exceeded",
+                label,
+            ):
+                disagreements.append(f"{row.row['id']} {label}: BFCL {theirs} ({their_error}), ours {ours}")
+    assert not disagreements, "\n".join(disagreements[:20])
+    assert set(checked) == set(reference.PAST_LIMITS) and min(checked.values()) >= 10
