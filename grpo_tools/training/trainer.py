@@ -10,6 +10,7 @@ disabled as the reference, accelerate / DeepSpeed / FSDP). What this adds:
   `TrainingDivergedError` before anything more is saved, so the last checkpoint stays intact;
 - tool metrics (`_log_tool_metrics`): with `environment_factory` (multi-turn tool use), `tools/calls_per_rollout`,
   `tools/turns`, `tools/failure_rate` and `tools/failures/<kind>` for each of `environments.FAILURE_KINDS`;
+- `budget/<kind>`: completions past their budget (`grpo_tools.rewards.budget`) this step, summed over processes;
 - gold turns (`gold_in_group`, `_with_gold`): the last completion of each group is the row's gold turn; with
   `gold_anchor`, its negative log-likelihood is added to the loss (`grpo_tools.training.anchor`);
 - zero-variance filtering (`skip_zero_std_groups`, `_keep_informative`): the reference pass and the policy's forward
@@ -195,6 +196,13 @@ class ToolGRPOTrainer(AnchorHooks, DecisionHooks, GRPOHooks):
         if self.environments is not None:
             self._log_tool_metrics(completions)
         rewards = super().score_completions(inputs, prompts, completions, completion_ids_list)  # (B, num_funcs)
+        from grpo_tools.rewards.budget import BUDGET_KINDS, take_hit_counts
+
+        hits = take_hit_counts()  # completions past their budget (`budget/<kind>`; an executor's own kinds as `other`)
+        local = [*(hits.pop(kind, 0) for kind in BUDGET_KINDS), sum(hits.values())]
+        counts = self.accelerator.reduce(torch.tensor(local, dtype=torch.float32, device=self.accelerator.device))
+        for kind, count in zip([*BUDGET_KINDS, "other"], counts.tolist(), strict=True):  # (kinds + 1,)
+            self.step_metrics[f"budget/{kind}"].append(count)
         # trl turns a reward function's None ("does not apply") into NaN; a row where every function abstains, or any
         # infinite reward, leaves no usable signal.
         if torch.isinf(rewards).any() or torch.isnan(rewards).all(dim=1).any():

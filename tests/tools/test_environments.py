@@ -650,6 +650,7 @@ def test_scripted_rollout_message_by_message_and_mask_by_mask(tiny_model_dir, to
     assert metrics["tools/failure_rate"] == [pytest.approx(4 / 5)]
     for kind in FAILURE_KINDS:
         assert metrics[f"tools/failures/{kind}"] == [pytest.approx(1 / 5)], kind
+    assert metrics["budget/calls_per_step"] == [0.0]  # no completion broke a budget (the kinds logged every step)
 
 
 class ScriptedModel:
