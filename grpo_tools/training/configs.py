@@ -14,6 +14,7 @@ from typing import Any, Literal
 from trl import GRPOConfig, ScriptArguments
 from trl import ModelConfig as TrlModelConfig
 
+from grpo_tools.training.budget_args import BudgetArguments
 from grpo_tools.training.decision_args import DecisionArguments
 from grpo_tools.training.errors import ConfigError
 from grpo_tools.training.kl import KL_CONTROLLERS
@@ -153,9 +154,9 @@ class ModelConfig(TrlModelConfig):
 
 
 @dataclass
-class ToolGRPOConfig(GRPOConfig, DecisionArguments):
-    """trl's GRPO settings, plus an adaptive KL coefficient, tool-use rewards chosen by name and the settings of the
-    decision to call (`DecisionArguments`)."""
+class ToolGRPOConfig(GRPOConfig, DecisionArguments, BudgetArguments):
+    """trl's GRPO settings, plus an adaptive KL coefficient, tool-use rewards chosen by name, the settings of the
+    decision to call (`DecisionArguments`) and what one completion's calls may cost (`BudgetArguments`)."""
 
     beta: float = field(
         default=0.04,
@@ -312,6 +313,7 @@ class ToolGRPOConfig(GRPOConfig, DecisionArguments):
             )
         self._check_combinations()
         self.check_decision_arguments()
+        self.completion_budget()
         if self.kl_controller not in KL_CONTROLLERS:
             raise ConfigError(f"kl_controller must be one of {', '.join(KL_CONTROLLERS)}, got {self.kl_controller!r}")
         if self.beta < 0:

@@ -82,7 +82,8 @@ def training_rewards(
 def _call_reward(name: str, training_args: Any) -> Callable[..., list[float]]:
     if name == "bfcl_turn":
         partial_credit = getattr(training_args, "bfcl_partial_credit", "none")
-        return get_bfcl_turn_reward(partial_credit, getattr(training_args, "bfcl_extra_call_cost", 0.0))
+        budget = training_args.completion_budget() if hasattr(training_args, "completion_budget") else None
+        return get_bfcl_turn_reward(partial_credit, getattr(training_args, "bfcl_extra_call_cost", 0.0), budget)
     values = getattr(training_args, "decision_values", None)
     if name == "tool_decision" and values is not None:
         return get_tool_decision_reward(values())

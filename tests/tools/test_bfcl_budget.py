@@ -134,3 +134,21 @@ def test_a_conversation_that_would_exhaust_an_apis_ids_is_refused_before_it_hang
     session.call_text("message_login(user_id='USR001')")
     statuses = {session.call_text("send_message(receiver_id='USR002', message='hi')").status for _ in range(90_001)}
     assert "ok" in statuses and len(statuses) == 2
+
+
+def test_the_training_configuration_sets_the_per_turn_rewards_budget(tmp_path):
+    from grpo_tools.training.configs import ToolGRPOConfig
+    from grpo_tools.training.errors import ConfigError
+    from grpo_tools.training.reward_funcs import training_rewards
+
+    three = "[" + ", ".join(["add(a=1, b=2)"] * 3) + "]"
+    config = ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True, reward_funcs=["bfcl_turn"])
+    ((reward,), _) = training_rewards(config, multi_turn=False)
+    assert reward([three], env=[MATH_ENV]) == [1.0]  # extra read-only calls pass BFCL's checks
+    config = ToolGRPOConfig(
+        output_dir=str(tmp_path), use_cpu=True, reward_funcs=["bfcl_turn"], budget_calls_per_step=2
+    )
+    ((reward,), _) = training_rewards(config, multi_turn=False)
+    assert reward([three, "[add(a=1, b=2)]"], env=[MATH_ENV] * 2) == [0.0, 1.0]
+    with pytest.raises(ConfigError, match="budget_integer_digits"):
+        ToolGRPOConfig(output_dir=str(tmp_path), use_cpu=True, budget_integer_digits=0)
