@@ -72,3 +72,21 @@ def test_score_gives_hostile_single_turn_predictions_a_number(tmp_path):
         assert verdicts["right"]["correct"] is True, scorer
         # a huge integer is a well-formed call of the right type (format, schema), but never the gold value
         assert verdicts["hex"]["correct"] is (scorer in ("schema", "format")), scorer
+
+
+def test_evals_conversation_stops_on_a_completion_past_its_budget(tokenizer):
+    pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (`make install` installs it)")
+    from benchmarks import bfcl_multi_turn_reference as reference
+    from grpo_tools.evaluation.bfcl_conversations import run_conversations
+
+    row = next(r for r in reference.rows("multi_turn_base") if "MathAPI" in r.row["env"]["involved_classes"]).row
+    steps = []
+
+    def generate(prompts: list[str], max_new_tokens: int) -> list[str]:
+        steps.append(len(prompts))
+        return ["[add(a=0x" + "f" * 3572 + ", b=1)]"] * len(prompts)
+
+    (conversation,) = run_conversations([row], tokenizer, generate, max_new_tokens=4096,
+                                        max_conversation_tokens=10**6)  # fmt: skip
+    assert conversation.stopped == "budget:integer_digits" and steps == [1]
+    assert conversation.messages[-1]["content"].startswith("Error during execution: over the budget")
