@@ -67,6 +67,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_allocator
 	$(BIN)/python -m benchmarks.bench_memory
 	$(BIN)/python -m benchmarks.bench_score --rows 200000 1000000
+	$(BIN)/python -m benchmarks.bench_hostile
 	$(BIN)/python -m benchmarks.bench_bfcl
 	$(BIN)/python -m benchmarks.bench_bfcl_multi_turn
 	$(BIN)/python -m benchmarks.bench_tiny
