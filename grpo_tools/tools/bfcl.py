@@ -11,7 +11,8 @@ checker needs and nothing of that:
 - a call is a name and arguments, read by our parser from a model's text or by `parse_call` (`ast`, literals only)
   from BFCL's call strings; only the functions the row offers at the current turn can be called (BFCL's function docs
   of its classes, a `miss_func` row's held-out functions from their turn on), arguments are bound by the method's
-  signature and checked against BFCL's schema and size limits, and the method is called with keyword arguments;
+  signature, measured against the session's budget and checked against BFCL's schema, and the method is called with
+  keyword arguments;
 - the result is serialised exactly as BFCL does: a string as it is, a dict as JSON (else `str`), anything else with
   `str`, an exception as `Error during execution: <message>`.
 
@@ -311,7 +312,8 @@ class BFCLEnvironment(ToolEnvironment):
     is `bfcl` builds a fresh `BFCLSession` (new instances, a deep copy of the row's `initial_config`), and the tools
     offered are the row's functions at the current turn, each run by the session's safe executor and recorded in
     `records` like any environment's calls. BFCL's methods run in the calling thread, not under `timeout`: a thread
-    cannot interrupt the C code behind a huge computation, so the executor's size limits keep every call short."""
+    cannot interrupt the C code behind a huge computation, so the budget's limits on argument size and integer
+    digits keep every call short."""
 
     name = "bfcl"
 
