@@ -391,6 +391,9 @@ def validate_arguments(tool: Tool, arguments: dict[str, Any]) -> list[ArgumentEr
         return [ArgumentError("wrong_type", "", f"{arguments!r} is not of type 'object'")]
     seen: set[Any] = set()
     errors: list[ArgumentError] = []
-    for error in tool._validator.iter_errors(arguments):
-        errors.extend(_argument_errors(error, seen))
+    try:
+        for error in tool._validator.iter_errors(arguments):
+            errors.extend(_argument_errors(error, seen))
+    except ValueError:  # the validator's message writes the value: Python refuses an integer past 4,300 digits
+        return [ArgumentError("wrong_value", "", "an integer argument has too many digits to write")]
     return errors
