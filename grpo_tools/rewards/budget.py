@@ -97,7 +97,8 @@ class Budget:
             raise ValueError(f"Budget.integer_digits must be at most 300, got {self.integer_digits}")
 
     def argument_hit(self, value: Any) -> BudgetHit | None:
-        """The first limit a call's arguments break (size, nesting, integer digits), or None; never formats them."""
+        """The first limit a call's arguments (`value`, usually the mapping of them by name, whose values are at depth
+        1) break: size, nesting, integer digits; or None. Never formats, converts or hashes what it measures."""
         largest = 10**self.integer_digits
         size, stack = 0, [(value, 0)]
         while stack:

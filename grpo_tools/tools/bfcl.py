@@ -264,7 +264,7 @@ class BFCLSession:
         return self._execute(call.name, call.args, call.kwargs)
 
     def _execute(self, name: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallOutcome:
-        hit = self.meter.admit((args, kwargs))  # measured before anything formats or converts them
+        hit = self.meter.admit({**dict(enumerate(args)), **kwargs})  # measured before anything formats them
         if hit is not None:
             return _refused(name, hit)
         if not isinstance(name, str) or name not in self._offered:
