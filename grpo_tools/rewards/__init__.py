@@ -6,6 +6,7 @@ included) and the named rewards trl calls. It imports nothing else of grpo_tools
 - `gold`: a row's gold reference (`make_gold`), `Verdict` and `ERROR_KINDS`.
 - `matching`: value comparison and the optimal pairing of predicted and gold calls; `bfcl`: BFCL's `ast_checker` rules.
 - `scorers`: each reward's scorer, `(ParseResult, Gold) -> Verdict`.
+- `budget`: what one completion may cost where its calls run (`Budget`, `Meter`, hit counts by kind).
 - `decision`: the decision to call (`decision_outcome`) and the scorer that ranks its outcomes (`DecisionValues`).
 - `rewards`: the six rewards (trl's signature; `get_tool_decision_reward` for the decision reward with values of your
   own), the registry `REWARDS` and `get_reward_funcs`.

@@ -10,6 +10,7 @@ import copy
 import decimal
 import json
 import math
+import sys
 import tracemalloc
 
 import mpmath
@@ -24,7 +25,7 @@ from grpo_tools.tools.bfcl_verdict import bfcl_verdict
 
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (`make install` installs it)")
 
-from grpo_tools.data.converters.bfcl_multi_turn import bfcl_module
+from grpo_tools.data.converters.bfcl_multi_turn import api_class
 
 
 TOOLS = [
@@ -88,8 +89,18 @@ def _completion(draw: st.DrawFn) -> str:
 
 
 def _globals_snapshot() -> dict[str, object]:
-    module = bfcl_module("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.long_context")
-    return {name: copy.deepcopy(item) for name, item in vars(module).items() if name.isupper()}
+    """Every upper-case module global of BFCL's API modules (their default states, long-context extensions)."""
+    for env in ENVS:
+        for class_name in env["involved_classes"]:
+            api_class(class_name)  # imported before the first snapshot
+    prefix = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code."
+    return {
+        f"{module_name}.{name}": copy.deepcopy(item)
+        for module_name, module in list(sys.modules.items())
+        if module_name.startswith(prefix)
+        for name, item in vars(module).items()
+        if name.isupper() and not callable(item)
+    }
 
 
 BEFORE = None
