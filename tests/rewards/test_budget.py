@@ -47,3 +47,13 @@ def test_a_budget_refuses_limits_that_cannot_hold():
         Budget(calls_per_step=0)
     with pytest.raises(ValueError, match="integer_digits"):
         Budget(integer_digits=400)  # an integer a float parameter converts must fit a float
+
+
+def test_time_spent_in_calls_is_bounded_per_completion():
+    from grpo_tools.tools.bfcl import BFCLSession
+
+    take_hit_counts()
+    session = BFCLSession(["MathAPI"], budget=Budget(seconds=1e-9))  # any call takes longer than a nanosecond
+    first, second = session.call_text("add(a=1, b=2)"), session.call_text("add(a=1, b=2)")
+    assert first.status == "ok" and session.exceeded.kind == "seconds"  # the call ran; the completion is spent
+    assert second.status == "budget" and take_hit_counts() == {"seconds": 1}
