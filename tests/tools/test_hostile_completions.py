@@ -106,7 +106,7 @@ def _globals_snapshot() -> dict[str, object]:
 BEFORE = None
 
 
-@settings(max_examples=25, deadline=60_000, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=60, deadline=60_000, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(text=completion(), env_index=st.integers(0, len(ENVS) - 1))
 def test_every_reward_and_the_verdict_give_a_number_and_change_nothing_outside(text, env_index):
     global BEFORE
