@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from grpo_tools.data.bfcl_backends import check_bfcl_env
 from grpo_tools.data.rows import DataError, read_jsonl
 from grpo_tools.tools.bfcl_verdict import bfcl_verdict
 
@@ -64,6 +65,8 @@ def _data_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
             problems.append(f"{label}: expected: missing; it holds BFCL's ground truth per turn")
         elif str(row.get("id")) in seen:
             problems.append(f"{label}: id: duplicate; ids must be unique to join predictions")
+        elif env_problems := check_bfcl_env(env):
+            problems += [f"{label}: {field}: {message}" for field, message in env_problems]
         else:
             seen.add(str(row["id"]))
             rows.append((number, {**row, "env": env}))
