@@ -71,7 +71,14 @@ def test_bfcls_layout_scores(data, tmp_path, capsys):
             "result[0][0]",
             "the model's text or a list",
         ),
-        (lambda row: {"id": row["id"], "result": [[[{"call": "cd"}]], *_gold(row)[1:]]}, "result[0][0][0]", "a call"),
+        (
+            lambda row: {
+                "id": row["id"],
+                "result": [[[{"function_name": "cd", "args": {"folder": "document"}}]], *_gold(row)[1:]],
+            },
+            "result[0][0][0]",
+            "a call",
+        ),
         (lambda row: {"result": _gold(row)}, "id", "missing"),
     ],
     ids=["completion_layout", "nested_too_deep", "turn_not_a_list", "step_not_text", "unknown_call", "no_id"],
