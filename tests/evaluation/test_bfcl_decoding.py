@@ -1,0 +1,116 @@
+"""Raw-text steps of BFCL multi-turn results: `score --decoder bfcl-prompting` decodes them as BFCL's prompting
+decoder (`default_decode_execute_prompting`) does, call string for call string, and gives BFCL's checker's verdict
+on the first 40 rows of multi_turn_base written in nine text styles (pythonic lists, code fences, bare calls, JSON,
+Hermes `<tool_call>` blocks, `<think>` text, keyword arguments, arithmetic in an argument); the default decoder
+(grpo-tools' parser) prints that its figure is not BFCL's prompting figure.
+
+BFCL's decoder `eval`s an argument written as arithmetic: it is given only texts built here from BFCL's ground truth,
+never a model's text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+
+pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (`make install` installs it)")
+
+from benchmarks import bfcl_multi_turn_reference as reference
+from grpo_tools.cli import main
+from grpo_tools.data.converters.bfcl_multi_turn import bfcl_module
+
+
+ROWS = 40
+
+
+def _keywords(call: dict, arithmetic: bool = False) -> str:
+    """A canonical call as a pythonic call with keyword arguments; the first integer written as `n - 1 + 1`."""
+    parts, done = [], not arithmetic
+    for key, value in call["arguments"].items():
+        if not done and type(value) is int:
+            parts.append(f"{key}={value - 1} + 1")
+            done = True
+        else:
+            parts.append(f"{key}={value!r}")
+    return f"{call['name']}({', '.join(parts)})"
+
+
+def _json(call: dict) -> str:
+    return json.dumps({"name": call["name"], "arguments": call["arguments"]})
+
+
+STYLES = {
+    "pythonic": lambda texts, calls: "[" + ", ".join(texts) + "]",
+    "fenced": lambda texts, calls: "```\n[" + ", ".join(texts) + "]\n```",
+    "fenced_python": lambda texts, calls: "```python\n[" + ", ".join(texts) + "]\n```",
+    "bare": lambda texts, calls: ", ".join(texts),
+    "json": lambda texts, calls: "[" + ", ".join(map(_json, calls)) + "]",
+    "hermes": lambda texts, calls: "\n".join(f"<tool_call>\n{_json(call)}\n</tool_call>" for call in calls),
+    "think": lambda texts, calls: "<think>The user wants this done.</think>\n[" + ", ".join(texts) + "]",
+    "keywords": lambda texts, calls: "[" + ", ".join(map(_keywords, calls)) + "]",
+    "arithmetic": lambda texts, calls: "[" + ", ".join(_keywords(call, True) for call in calls) + "]",
+}
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[reference.Row]:
+    return reference.rows("multi_turn_base")[:ROWS]
+
+
+def _texts(row: reference.Row, style: str) -> list[list[str]]:
+    """Per turn, one step: the turn's ground-truth calls as text in `style` (no step where BFCL expects no call)."""
+    answers, turns = iter(row.row["answers"]), []
+    for texts in row.ground_truth:
+        calls = [next(answers) for _ in texts]
+        turns.append([STYLES[style](texts, calls)] if texts else [])
+    return turns
+
+
+def _bfcl_decode(text: str) -> list[str] | None:
+    utils = bfcl_module("bfcl_eval.model_handler.utils")
+    try:
+        return utils.default_decode_execute_prompting(text)
+    except Exception:  # BFCL's runner drops a step its decoder raises on, whatever the exception
+        return None
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_call_strings_are_bfcls(rows, style):
+    from grpo_tools.evaluation.bfcl_decoding import bfcl_prompting_calls
+
+    texts = [text for row in rows for turn in _texts(row, style) for text in turn]
+    assert len(texts) > ROWS
+    assert [bfcl_prompting_calls(text) for text in texts] == [_bfcl_decode(text) for text in texts]
+
+
+def _score(rows: list[reference.Row], style: str, folder: Path, *options: str) -> list[dict]:
+    data, predictions, per_row = folder / "data.jsonl", folder / f"{style}.jsonl", folder / f"{style}_rows.jsonl"
+    data.write_text("".join(json.dumps(row.row) + "\n" for row in rows))
+    predictions.write_text(
+        "".join(json.dumps({"id": row.row["id"], "result": _texts(row, style)}) + "\n" for row in rows)
+    )
+    assert (
+        main(["score", "--data", str(data), "--predictions", str(predictions), "--per-row", str(per_row), *options])
+        == 0
+    )
+    return [json.loads(line) for line in per_row.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_verdicts_are_bfcls_prompting_verdicts(rows, style, tmp_path):
+    ours = _score(rows, style, tmp_path, "--decoder", "bfcl-prompting", "--quiet")
+    for row, line in zip(rows, ours, strict=True):
+        decoded = [[calls for text in turn if (calls := _bfcl_decode(text))] for turn in _texts(row, style)]
+        valid, error = reference.bfcl_checker_verdict(row, decoded)
+        assert (line["correct"], line["errors"]) == (valid, [error] if error else []), (style, row.row["id"])
+
+
+def test_the_default_decoder_says_its_figure_is_not_bfcls(rows, tmp_path, capsys):
+    ours = _score(rows, "hermes", tmp_path)
+    assert sum(line["correct"] for line in ours) > 0  # our parser reads Hermes blocks; BFCL's decoder reads none
+    error = capsys.readouterr().err
+    assert "not BFCL's prompting figure" in error and "--decoder bfcl-prompting" in error
+    _score(rows, "pythonic", tmp_path)
+    assert "not BFCL's prompting figure" in capsys.readouterr().err  # raw text is read by our parser: always said
