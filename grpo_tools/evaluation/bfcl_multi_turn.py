@@ -19,6 +19,7 @@ from typing import Any
 
 from grpo_tools.data.bfcl_backends import check_bfcl_env
 from grpo_tools.data.rows import DataError, read_jsonl
+from grpo_tools.evaluation.bfcl_decoding import DECODERS, decode_result
 from grpo_tools.tools.bfcl_verdict import bfcl_verdict
 
 
@@ -178,11 +179,16 @@ def _predictions(path: Path, notes: list[str], tally: Counter) -> dict[str, Any]
 
 
 def score_bfcl_multi_turn(
-    data: str | Path, predictions: str | Path, per_row: str | Path | None = None
+    data: str | Path, predictions: str | Path, per_row: str | Path | None = None, decoder: str = "grpo-tools"
 ) -> tuple[dict[str, Any], list[str]]:
     """Score BFCL multi-turn results against converted rows: the report (scoring's layout) and notes on lines of the
-    predictions that could not be used. `DataError` for a data file that cannot be scored, naming file, row and field.
+    predictions that could not be used. `DataError` for a data file or a prediction layout that cannot be scored,
+    naming file, row and field. `decoder` (`DECODERS`) reads the raw-text steps: `grpo-tools`, our parser, or
+    `bfcl-prompting`, BFCL's prompting decoder; the report's `raw_text_steps` counts them and those the two read
+    differently, and a note says when the figure is not BFCL's prompting figure.
     """
+    if decoder not in DECODERS:
+        raise ValueError(f"decoder {decoder!r} is not one of {', '.join(DECODERS)}")
     data, predictions = Path(data), Path(predictions)
     rows = _data_rows(data)
     notes: list[str] = []
@@ -191,11 +197,12 @@ def score_bfcl_multi_turn(
     totals: dict[str, list[int]] = {}
     errors: Counter = Counter()
     verdicts = []
+    raw: dict[str, int] = {"steps": 0, "differ": 0}
     for _, row in rows:
         category = row["env"].get("category", "multi_turn")
         key = str(row["id"])
         if key in results:
-            verdict = bfcl_verdict(row["env"], row["expected"], results.pop(key))
+            verdict = bfcl_verdict(row["env"], row["expected"], decode_result(results.pop(key), decoder, raw))
             error = verdict.error_type
         else:
             tally["missing_prediction"] += 1
@@ -226,6 +233,13 @@ def score_bfcl_multi_turn(
     for key in ("missing_prediction", "unmatched_prediction", "duplicate_prediction", "unreadable"):
         report_rows[key] = tally[key]
     report_rows["invalid_data"] = 0
+    if raw["steps"] and decoder == "grpo-tools":
+        notes.insert(
+            0,
+            f"{predictions}: {raw['steps']} raw-text step(s) read by grpo-tools' parser, {raw['differ']} of them read "
+            "otherwise by BFCL's prompting decoder (which reads only Python call lists: no JSON, <tool_call> or "
+            "<think> text): this figure is not BFCL's prompting figure; --decoder bfcl-prompting gives that",
+        )
     return {
         "scorer": "bfcl_multi_turn",
         "data": str(data),
@@ -236,4 +250,6 @@ def score_bfcl_multi_turn(
         "overall": sum(entry["accuracy"] for entry in by_category.values()) / len(by_category),
         "by_category": by_category,
         "errors": dict(errors.most_common()),
+        "decoder": decoder,
+        "raw_text_steps": {"steps": raw["steps"], "read_otherwise_by_the_other_decoder": raw["differ"]},
     }, notes

@@ -9,7 +9,11 @@ never a model's text."""
 
 from __future__ import annotations
 
+import ast
+import functools
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -68,10 +72,25 @@ def _texts(row: reference.Row, style: str) -> list[list[str]]:
     return turns
 
 
+@functools.cache
+def _bfcl_decoder() -> Callable[[str], list[str]]:
+    """bfcl-eval's own `default_decode_execute_prompting`, with the functions it calls, compiled from its installed
+    source: importing its module needs tree-sitter and tenacity, which grpo-tools does not install."""
+    utils = Path(bfcl_module("bfcl_eval").__file__).parent / "model_handler" / "utils.py"
+    names = {"default_decode_execute_prompting", "ast_parse", "resolve_ast_call", "resolve_ast_by_type"}
+    names |= {"parse_nested_value", "decoded_output_to_execution_list"}
+    tree = ast.parse(utils.read_text(encoding="utf-8"))
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in names]
+    assert {node.name for node in functions} == names
+    namespace = {"ast": ast, "re": re, "json": json}
+    namespace["ReturnFormat"] = bfcl_module("bfcl_eval.constants.enums").ReturnFormat
+    exec(compile(ast.Module(body=functions, type_ignores=[]), str(utils), "exec"), namespace)  # BFCL's code, not text
+    return namespace["default_decode_execute_prompting"]
+
+
 def _bfcl_decode(text: str) -> list[str] | None:
-    utils = bfcl_module("bfcl_eval.model_handler.utils")
     try:
-        return utils.default_decode_execute_prompting(text)
+        return _bfcl_decoder()(text)
     except Exception:  # BFCL's runner drops a step its decoder raises on, whatever the exception
         return None
 
