@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 
-__all__ = ["DECODERS", "DECODER_HELP", "bfcl_prompting_calls", "decode_result"]
+__all__ = ["DECODERS", "DECODER_HELP", "MAX_STEP_CHARS", "bfcl_prompting_calls", "decode_result"]
 
 # The decoders `score --decoder` offers for raw-text steps, with what each is.
 DECODERS: dict[str, str] = {
@@ -58,6 +58,9 @@ _UNARY: dict[type, Callable[[Any], Any]] = {
 # Bounds on what an argument written as arithmetic may compute: larger operands drop the step.
 _MAX_NUMBER = 10**100
 _MAX_TEXT = 20_000
+# A step's text longer than this is dropped unread (parsing a megabyte of Python takes seconds); BFCL's longest
+# ground-truth call has 6,839 characters.
+MAX_STEP_CHARS = 100_000
 
 
 def _arithmetic(node: ast.AST) -> Any:
@@ -140,7 +143,7 @@ def _nested(value: Any) -> str:
 
 def bfcl_prompting_calls(text: str) -> list[str] | None:
     """The call strings BFCL's `default_decode_execute_prompting` makes of a step's text, or None where it raises
-    (BFCL then drops the step). Nothing is evaluated.
+    (BFCL then drops the step). Nothing is evaluated; a text longer than `MAX_STEP_CHARS` is dropped unread.
 
     >>> bfcl_prompting_calls("```[cd(folder='temp'), ls(a=True)]```")
     ["cd(folder='temp')", 'ls(a=True)']
@@ -149,6 +152,8 @@ def bfcl_prompting_calls(text: str) -> list[str] | None:
     >>> print(bfcl_prompting_calls('<tool_call>{"name": "ls", "arguments": {}}</tool_call>'))
     None
     """
+    if len(text) > MAX_STEP_CHARS:
+        return None
     text = text.strip("`\n ")
     text = ("" if text.startswith("[") else "[") + text + ("" if text.endswith("]") else "]")
     try:

@@ -133,3 +133,48 @@ def test_the_default_decoder_says_its_figure_is_not_bfcls(rows, tmp_path, capsys
     assert "not BFCL's prompting figure" in error and "--decoder bfcl-prompting" in error
     _score(rows, "pythonic", tmp_path)
     assert "not BFCL's prompting figure" in capsys.readouterr().err  # raw text is read by our parser: always said
+
+
+EDGE_CASES = [
+    "[f(a=1/0)]",
+    "[f(a=" + "{'a': " * 50 + "1" + "}" * 50 + ")]",
+    "[f(a=0x" + "f" * 3572 + ")]",  # an integer too long to write back
+    "[f(a=1)]\x00",
+    "[f(a=f'{x}')]",
+    "[f(a=-5, b=-True, c=not 1, d=+2)]",  # BFCL negates whatever the operator
+    "[f(a=-'x')]",
+    "[f(a=x[0], b=lambda: 1)]",
+    "[f(a=g(b=1), c=h(2), d={'k': {'z': 1}})]",  # nested calls, an object of objects written as a call
+    "[f(a=g(b=1), e={})]",
+    "[f(**kw)]",
+    "[f(a={1: 2, '1': 3})]",
+    "[a.b.c(x=1)]",
+    "[f()(x=1)]",
+    "[f(a=..., b=b'x', c=1j, d=None, e=1e309)]",
+    "[f(a=[1, (2, 3)], b=(1,), c={'x': [1, {'y': 2}]})]",
+    "f(a=1)\ng(b=2)",
+    "'[f(a=1)]'",
+    "{f(a=1)}",
+    "(f(a=1), g(b=2))",
+    "[]",
+    "",
+    "[f(a=2*3-1, b='a'+'b', c=2**10, d=7//2, e=7%3, f=1.5*2, g=-1+2, h=True+1)]",
+    "[f(a=1+x)]",
+    "[f(a={**x}, b={1, 2}, c=1 if x else 2)]",
+    "[f(a='it''s', b=\"it's\", c={\"k'\": 1})]",
+]
+
+
+@pytest.mark.parametrize("text", EDGE_CASES)
+def test_edge_cases_decode_as_bfcl_decodes_them(text):
+    from grpo_tools.evaluation.bfcl_decoding import bfcl_prompting_calls
+
+    assert bfcl_prompting_calls(text) == _bfcl_decode(text)
+
+
+@pytest.mark.parametrize("text", ["[f(a='x'*10**9)]", "[f(a=2**10**10)]", "[f(a=(10**100)**64)]", "[f(a=1)]" * 20_000])
+def test_arithmetic_and_text_past_the_bounds_drop_the_step(text):
+    """BFCL would compute these (a gigabyte, a billion-digit integer); here the step is dropped, unevaluated."""
+    from grpo_tools.evaluation.bfcl_decoding import bfcl_prompting_calls
+
+    assert bfcl_prompting_calls(text) is None
