@@ -178,3 +178,20 @@ def test_arithmetic_and_text_past_the_bounds_drop_the_step(text):
     from grpo_tools.evaluation.bfcl_decoding import bfcl_prompting_calls
 
     assert bfcl_prompting_calls(text) is None
+
+
+def test_eval_says_its_figure_is_not_bfcls(rows, tmp_path, capsys):
+    """`grpo-tools eval` runs a conversation's calls as our parser reads them, and prints its reports with
+    `print_comparison`: the BFCL line says the figure is not BFCL's prompting figure."""
+    from grpo_tools.evaluation.bfcl_multi_turn import score_bfcl_multi_turn
+    from grpo_tools.evaluation.compare import print_comparison
+
+    data, predictions = tmp_path / "data.jsonl", tmp_path / "predictions.jsonl"
+    data.write_text("".join(json.dumps(row.row) + "\n" for row in rows[:2]))
+    predictions.write_text(
+        "".join(json.dumps({"id": r.row["id"], "result": _texts(r, "hermes")}) + "\n" for r in rows[:2])
+    )
+    report, _ = score_bfcl_multi_turn(data, predictions)
+    print_comparison({"base": report})
+    out = capsys.readouterr().out
+    assert "BFCL multi-turn overall: base" in out and "not BFCL's prompting figure" in out
