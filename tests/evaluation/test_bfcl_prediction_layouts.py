@@ -121,3 +121,21 @@ def test_openai_tool_calls_are_read(data, tmp_path, capsys):
     result = [[[openai(text) for text in calls]] for calls in row["expected"]]
     code, error, report = _score(path, {"id": row["id"], "result": result}, tmp_path, capsys)
     assert (code, report["accuracy"], error) == (0, 1.0, "")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "no prediction lines"),
+        ("[" + json.dumps({"id": "multi_turn_base_0", "result": []}) + "]\n", "one JSON object per line"),
+        ("[\n " + json.dumps({"id": "multi_turn_base_0", "result": []}) + "\n]\n", "one JSON object per line"),
+    ],
+    ids=["empty", "json_array", "json_array_indented"],
+)
+def test_a_file_with_no_usable_line_is_refused(data, tmp_path, capsys, text, message):
+    path, _ = data
+    predictions = tmp_path / "results.json"
+    predictions.write_text(text)
+    assert main(["score", "--data", str(path), "--predictions", str(predictions)]) == 2
+    error = capsys.readouterr().err
+    assert f"{predictions}: " in error and message in error and "Traceback" not in error
