@@ -175,6 +175,11 @@ def _predictions(path: Path, notes: list[str], tally: Counter) -> dict[str, Any]
             by_id[str(line["id"])] = result
     if problems:
         raise DataError("\n".join(problems[:20]) + f"\n{len(problems)} prediction line(s) cannot be scored")
+    if not tally["predictions"]:
+        raise DataError(f"{path}: no prediction lines. {_LAYOUT}")
+    if not by_id and tally["unreadable"] == tally["predictions"]:
+        shown = "\n".join(notes[-tally["unreadable"] :][:5])
+        raise DataError(f"{shown}\n{path}: no line could be read: BFCL's result files hold one JSON object per line")
     return by_id
 
 

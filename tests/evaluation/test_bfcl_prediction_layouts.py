@@ -128,7 +128,7 @@ def test_openai_tool_calls_are_read(data, tmp_path, capsys):
     [
         ("", "no prediction lines"),
         ("[" + json.dumps({"id": "multi_turn_base_0", "result": []}) + "]\n", "one JSON object per line"),
-        ("[\n " + json.dumps({"id": "multi_turn_base_0", "result": []}) + "\n]\n", "one JSON object per line"),
+        (json.dumps([{"id": "multi_turn_base_0", "result": [[]]}], indent=1) + "\n", "one JSON object per line"),
     ],
     ids=["empty", "json_array", "json_array_indented"],
 )
