@@ -136,3 +136,27 @@ def test_training_refuses_per_turn_rows(base_row, edit, field, message, tmp_path
         load_rows(data)
     assert f"{data}: row {len(turns) + 1} (id=broken): {field}: " in str(raised.value)
     assert message in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda row: row["expected"][0].__setitem__(1, "mkdir(dir_name="), "expected[0][1]"),
+        (lambda row: row["expected"][0].__setitem__(0, "__import__('os').getcwd()"), "expected[0][0]"),
+        (lambda row: row["expected"].__setitem__(1, "cd(folder='temp')"), "expected[1]"),
+        (lambda row: row["expected"][2].__setitem__(0, 7), "expected[2][0]"),
+    ],
+    ids=["not_python", "not_a_plain_call", "turn_not_a_list", "call_not_text"],
+)
+def test_score_and_eval_name_a_ground_truth_call_that_cannot_be_read(base_row, edit, field, tmp_path, capsys):
+    """A ground-truth call that does not parse would make every trajectory fail in silence."""
+    broken = copy.deepcopy(base_row)
+    broken["id"] = "broken"
+    edit(broken)
+    data = _write(tmp_path / "data.jsonl", base_row, broken)
+    results = _write(tmp_path / "results.jsonl", {"id": base_row["id"], "result": [[]] * len(base_row["expected"])})
+    where = f"{data}: row 2 (id=broken): {field}: "
+    assert main(["score", "--data", str(data), "--predictions", str(results)]) == 2
+    assert where in capsys.readouterr().err
+    assert main(["eval", "--model", str(tmp_path / "no-model"), "--data", str(data)]) == 2
+    assert where in capsys.readouterr().err
