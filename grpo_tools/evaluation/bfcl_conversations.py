@@ -80,6 +80,7 @@ def is_bfcl_rows(rows: Sequence[dict[str, Any]]) -> bool:
 def check_bfcl_rows(rows: Sequence[dict[str, Any]], source: str) -> None:
     """`DataError` naming the file, row and field of every BFCL row a conversation cannot be run from (at most 20)."""
     from grpo_tools.data.bfcl_backends import check_bfcl_env
+    from grpo_tools.data.converters.bfcl_multi_turn import ground_truth_problems
 
     problems = []
     for number, row in enumerate(rows, start=1):
@@ -99,7 +100,8 @@ def check_bfcl_rows(rows: Sequence[dict[str, Any]], source: str) -> None:
         elif not isinstance(row.get("tools"), list):
             problems.append(f"{where}: tools: missing")
         else:
-            problems += [f"{where}: {field}: {message}" for field, message in check_bfcl_env(env)]
+            found = check_bfcl_env(env) + ground_truth_problems(row["expected"])
+            problems += [f"{where}: {field}: {message}" for field, message in found]
     if problems:
         raise DataError("\n".join(problems[:20]) + f"\n{len(problems)} BFCL row(s) cannot be evaluated")
 

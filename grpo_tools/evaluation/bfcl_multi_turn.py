@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_tools.data.bfcl_backends import check_bfcl_env
+from grpo_tools.data.converters.bfcl_multi_turn import ground_truth_problems
 from grpo_tools.data.rows import DataError, read_jsonl
 from grpo_tools.evaluation.bfcl_decoding import DECODERS, decode_result
 from grpo_tools.tools.bfcl_verdict import bfcl_verdict
@@ -66,7 +67,7 @@ def _data_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
             problems.append(f"{label}: expected: missing; it holds BFCL's ground truth per turn")
         elif str(row.get("id")) in seen:
             problems.append(f"{label}: id: duplicate; ids must be unique to join predictions")
-        elif env_problems := check_bfcl_env(env):
+        elif env_problems := check_bfcl_env(env) + ground_truth_problems(row["expected"]):
             problems += [f"{label}: {field}: {message}" for field, message in env_problems]
         else:
             seen.add(str(row["id"]))

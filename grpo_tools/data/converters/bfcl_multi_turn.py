@@ -46,6 +46,7 @@ __all__ = [
     "bind_call",
     "convert_bfcl_multi_turn",
     "function_docs",
+    "ground_truth_problems",
     "is_stateless",
     "parse_call",
     "scenario_of",
@@ -124,6 +125,28 @@ def parse_call(text: str) -> ParsedCall:
             f"the arguments of {call.func.id} must be literals (strings, numbers, lists, ...)"
         ) from None
     return ParsedCall(call.func.id, args, kwargs)
+
+
+def ground_truth_problems(expected: Any, field: str = "expected") -> list[tuple[str, str]]:
+    """The problems of BFCL's ground truth as a row holds it (per turn, the calls as BFCL writes them), as
+    `(field, message)` pairs: each turn a list, each call text `parse_call` reads. `[]` when every call can be read.
+
+    >>> ground_truth_problems([["cd(folder='temp')"], ["ls(a=True", 7]])
+    [('expected[1][0]', "not a call ('(' was never closed)"), ('expected[1][1]', 'a call must be text, got int')]
+    """
+    if not isinstance(expected, list):
+        return [(field, "expected BFCL's ground truth: per turn, a list of calls")]
+    problems = []
+    for t, calls in enumerate(expected):
+        if not isinstance(calls, list):
+            problems.append((f"{field}[{t}]", "expected the turn's calls as a list"))
+            continue
+        for i, text in enumerate(calls):
+            try:
+                parse_call(text)
+            except CallSyntaxError as error:
+                problems.append((f"{field}[{t}][{i}]", str(error)))
+    return problems
 
 
 def bind_call(method: Any, call: ParsedCall) -> dict[str, Any]:
