@@ -160,3 +160,11 @@ def test_score_and_eval_name_a_ground_truth_call_that_cannot_be_read(base_row, e
     assert where in capsys.readouterr().err
     assert main(["eval", "--model", str(tmp_path / "no-model"), "--data", str(data)]) == 2
     assert where in capsys.readouterr().err
+
+
+def test_an_env_written_as_json_text_is_checked_too(base_row):
+    """A Hub dataset holds `env` as JSON text (Arrow cannot hold each row's own state as one column type)."""
+    broken = _broken(base_row, _root_not_a_folder)
+    broken["env"] = json.dumps(broken["env"])
+    problems = check_rows([{**base_row, "env": json.dumps(base_row["env"])}, broken])
+    assert [(p.row, p.field) for p in problems] == [(2, "env.initial_config.GorillaFileSystem")]
