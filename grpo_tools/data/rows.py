@@ -330,8 +330,19 @@ def _check_row(row: dict[str, Any]) -> Iterator[tuple[str, str]]:
         yield from _check_possible_answers(row["possible_answers"], row.get("answers"), tools)
     if "category" in row:
         yield from _check_category(row, tools)
-    if isinstance(row.get("env"), dict) and row["env"].get("name") == "bfcl":  # what BFCL's APIs start from
-        yield from check_bfcl_env(row["env"])
+    env = _decoded(row.get("env"))  # a Hub dataset holds it as JSON text
+    if isinstance(env, dict) and env.get("name") == "bfcl":  # what BFCL's APIs start from
+        yield from check_bfcl_env(env)
+
+
+def _decoded(value: Any) -> Any:
+    """JSON text as the value it holds (the text itself when it is not JSON); any other value as it is."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError):
+            return value
+    return value
 
 
 def check_rows(rows: Iterable[Any]) -> list[Problem]:
