@@ -52,6 +52,14 @@ STYLES = {
     "bare": lambda texts, calls: ", ".join(texts),
     "json": lambda texts, calls: "[" + ", ".join(map(_json, calls)) + "]",
     "hermes": lambda texts, calls: "\n".join(f"<tool_call>\n{_json(call)}\n</tool_call>" for call in calls),
+    "hermes_inline": lambda texts, calls: "".join(f"<tool_call>{_json(call)}</tool_call>" for call in calls),
+    "hermes_text_arguments": lambda texts, calls: (
+        "I will do it.\n"
+        + "\n".join(
+            f"<tool_call>\n{json.dumps({**call, 'arguments': json.dumps(call['arguments'])})}\n</tool_call>"
+            for call in calls
+        )
+    ),
     "think": lambda texts, calls: "<think>The user wants this done.</think>\n[" + ", ".join(texts) + "]",
     "keywords": lambda texts, calls: "[" + ", ".join(map(_keywords, calls)) + "]",
     "arithmetic": lambda texts, calls: "[" + ", ".join(_keywords(call, True) for call in calls) + "]",
@@ -88,20 +96,51 @@ def _bfcl_decoder() -> Callable[[str], list[str]]:
     return namespace["default_decode_execute_prompting"]
 
 
-def _bfcl_decode(text: str) -> list[str] | None:
+@functools.cache
+def _bfcl_qwen_fc_decoder() -> Callable[[str], list[str]]:
+    """bfcl-eval's `QwenFCHandler.decode_execute` (Qwen3's function-calling handlers) with `_extract_tool_calls` and
+    `convert_to_function_call`, compiled from the installed source: its module needs packages grpo-tools lacks."""
+    root = Path(bfcl_module("bfcl_eval").__file__).parent / "model_handler"
+    tree = ast.parse((root / "local_inference" / "qwen_fc.py").read_text(encoding="utf-8"))
+    handler = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "QwenFCHandler")
+    methods = [
+        n
+        for n in handler.body
+        if isinstance(n, ast.FunctionDef) and n.name in ("decode_execute", "_extract_tool_calls")
+    ]
+    for method in methods:
+        method.decorator_list = [d for d in method.decorator_list if getattr(d, "id", None) == "staticmethod"]
+    utils = ast.parse((root / "utils.py").read_text(encoding="utf-8"))
+    convert = [n for n in utils.body if isinstance(n, ast.FunctionDef) and n.name == "convert_to_function_call"]
+    assert len(methods) == 2 and len(convert) == 1
+    handler_class = ast.ClassDef(name="QwenFC", bases=[], keywords=[], body=methods, decorator_list=[])
+    if "type_params" in ast.ClassDef._fields:  # Python 3.12 and later
+        handler_class.type_params = []
+    body = [*convert, handler_class]
+    namespace = {"json": json, "re": re}
+    exec(compile(ast.fix_missing_locations(ast.Module(body=body, type_ignores=[])), str(root), "exec"), namespace)
+    handler = namespace["QwenFC"]()
+    return lambda text: handler.decode_execute(text, has_tool_call_tag=False)
+
+
+BFCL_DECODERS = {"bfcl-prompting": lambda: _bfcl_decoder(), "bfcl-qwen-fc": lambda: _bfcl_qwen_fc_decoder()}
+
+
+def _bfcl_decode(text: str, decoder: str = "bfcl-prompting") -> list[str] | None:
     try:
-        return _bfcl_decoder()(text)
+        return BFCL_DECODERS[decoder]()(text)
     except Exception:  # BFCL's runner drops a step its decoder raises on, whatever the exception
         return None
 
 
+@pytest.mark.parametrize("decoder", BFCL_DECODERS)
 @pytest.mark.parametrize("style", STYLES)
-def test_call_strings_are_bfcls(rows, style):
-    from grpo_tools.evaluation.bfcl_decoding import bfcl_prompting_calls
+def test_call_strings_are_bfcls(rows, style, decoder):
+    from grpo_tools.evaluation.bfcl_decoding import BFCL_DECODERS as OURS
 
     texts = [text for row in rows for turn in _texts(row, style) for text in turn]
     assert len(texts) > ROWS
-    assert [bfcl_prompting_calls(text) for text in texts] == [_bfcl_decode(text) for text in texts]
+    assert [OURS[decoder](text) for text in texts] == [_bfcl_decode(text, decoder) for text in texts]
 
 
 def _score(rows: list[reference.Row], style: str, folder: Path, *options: str) -> list[dict]:
@@ -117,11 +156,12 @@ def _score(rows: list[reference.Row], style: str, folder: Path, *options: str) -
     return [json.loads(line) for line in per_row.read_text().splitlines()]
 
 
+@pytest.mark.parametrize("decoder", BFCL_DECODERS)
 @pytest.mark.parametrize("style", STYLES)
-def test_verdicts_are_bfcls_prompting_verdicts(rows, style, tmp_path):
-    ours = _score(rows, style, tmp_path, "--decoder", "bfcl-prompting", "--quiet")
+def test_verdicts_are_bfcls_verdicts(rows, style, decoder, tmp_path):
+    ours = _score(rows, style, tmp_path, "--decoder", decoder, "--quiet")
     for row, line in zip(rows, ours, strict=True):
-        decoded = [[calls for text in turn if (calls := _bfcl_decode(text))] for turn in _texts(row, style)]
+        decoded = [[calls for text in turn if (calls := _bfcl_decode(text, decoder))] for turn in _texts(row, style)]
         valid, error = reference.bfcl_checker_verdict(row, decoded)
         assert (line["correct"], line["errors"]) == (valid, [error] if error else []), (style, row.row["id"])
 
@@ -170,6 +210,31 @@ def test_edge_cases_decode_as_bfcl_decodes_them(text):
     from grpo_tools.evaluation.bfcl_decoding import bfcl_prompting_calls
 
     assert bfcl_prompting_calls(text) == _bfcl_decode(text)
+
+
+QWEN_EDGE_CASES = [
+    '<tool_call>\n{"name": "cd", "arguments": {"folder": "x"}}\n</tool_call>',
+    '<tool_call>{"name": "cd", "arguments": {"folder": "x"}}</tool_call>',  # no newlines: BFCL's pattern misses it
+    '<tool_call>\n{"name": "cd", "arguments": "{\\"folder\\": \\"x\\"}"}\n</tool_call>',
+    '<tool_call>\n{"name": "cd", "arguments": "not json"}\n</tool_call>',
+    '<tool_call>\n{"name": "cd"}\n</tool_call>',
+    "<tool_call>\n\"__import__('os').getcwd()\"\n</tool_call>",  # a string item: BFCL refuses the step first
+    "<tool_call>\n[1, 2]\n</tool_call>",
+    '<tool_call>\nnot json\n</tool_call>\n<tool_call>\n{"name": "ls", "arguments": {}}\n</tool_call>',
+    '<tool_call>\n{"name": ["x"], "arguments": {}}\n</tool_call>',
+    '<tool_call>\n{"name": 5, "arguments": {"a": [1, {"b": null}], "c": 1.5e300, "d": true}}\n</tool_call>',
+    '<tool_call>\n{"name": "f", "arguments": [1]}\n</tool_call>',
+    '<tool_call>\n{"name": "f", "arguments": {"a b": NaN}}\n</tool_call>',
+    "no call at all",
+    "",
+]
+
+
+@pytest.mark.parametrize("text", QWEN_EDGE_CASES)
+def test_qwen_fc_edge_cases_decode_as_bfcl_decodes_them(text):
+    from grpo_tools.evaluation.bfcl_decoding import BFCL_DECODERS as OURS
+
+    assert OURS["bfcl-qwen-fc"](text) == _bfcl_decode(text, "bfcl-qwen-fc")
 
 
 @pytest.mark.parametrize("text", ["[f(a='x'*10**9)]", "[f(a=2**10**10)]", "[f(a=(10**100)**64)]", "[f(a=1)]" * 20_000])
