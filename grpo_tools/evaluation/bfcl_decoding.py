@@ -1,5 +1,5 @@
-"""How `grpo-tools score` reads a raw-text step of a BFCL multi-turn result: grpo-tools' parser, or BFCL's prompting
-decoder, reimplemented without `eval`.
+"""How `grpo-tools score` reads a raw-text step of a BFCL multi-turn result: grpo-tools' parser, or the decoder of a
+BFCL model handler, reimplemented without `eval`.
 
 BFCL decodes a prompting model's step with its handler's `decode_execute`; the local (OSS) handlers and the prompting
 API handlers use `default_decode_execute_prompting` (bfcl_eval/model_handler/utils.py): strip backticks, newlines and
@@ -11,17 +11,32 @@ grpo-tools' parser reads them. `bfcl_prompting_calls` follows the same rules and
 never evaluates anything: BFCL `eval`s an argument written as a binary operation (`a=1+2`), which is computed here
 only for numbers and strings within small bounds (anything else drops the step, as BFCL's `eval` drops a name it
 cannot resolve). The call strings then run through the safe executor like every call string.
+
+`bfcl_qwen_fc_calls` is `QwenFCHandler.decode_execute` (Qwen3's function-calling handlers): each
+`<tool_call>\n...\n</tool_call>` block (the newlines required) read as JSON, a block that is not JSON skipped, the step
+dropped unless every block is an object with `name` and `arguments` (an object, or its JSON text), each call written
+`name(k=repr(v),...)`.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
 
-__all__ = ["DECODERS", "DECODER_HELP", "MAX_STEP_CHARS", "bfcl_prompting_calls", "decode_result"]
+__all__ = [
+    "BFCL_DECODERS",
+    "DECODERS",
+    "DECODER_HELP",
+    "MAX_STEP_CHARS",
+    "bfcl_prompting_calls",
+    "bfcl_qwen_fc_calls",
+    "decode_result",
+]
 
 # The decoders `score --decoder` offers for raw-text steps, with what each is.
 DECODERS: dict[str, str] = {
@@ -29,6 +44,8 @@ DECODERS: dict[str, str] = {
     "prompting figure for text BFCL's decoder cannot read",
     "bfcl-prompting": "BFCL's prompting decoder (default_decode_execute_prompting, as its OSS and prompting handlers "
     "decode), reimplemented without eval: BFCL's prompting figure",
+    "bfcl-qwen-fc": "BFCL's QwenFCHandler decoder (Qwen3's FC handlers: JSON in <tool_call> blocks): BFCL's figure "
+    "for those models",
 }
 
 DECODER_HELP = "BFCL multi-turn rows: how raw-text steps are read; " + "; ".join(
@@ -178,8 +195,48 @@ def bfcl_prompting_calls(text: str) -> list[str] | None:
         return None
 
 
+_TOOL_CALL = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.DOTALL)
+
+
+def bfcl_qwen_fc_calls(text: str) -> list[str] | None:
+    """The call strings BFCL's `QwenFCHandler.decode_execute` makes of a step's text, or None where it raises (BFCL
+    then drops the step). Nothing is evaluated (BFCL's `eval` branch is for items its own check has already refused).
+
+    >>> bfcl_qwen_fc_calls('<tool_call>\\n{"name": "cd", "arguments": {"folder": "x"}}\\n</tool_call>')
+    ["cd(folder='x')"]
+    """
+    if len(text) > MAX_STEP_CHARS:
+        return None
+    items = []
+    for block in _TOOL_CALL.findall(text):
+        try:
+            items.append(json.loads(block))
+        except (ValueError, RecursionError):  # BFCL skips a block that is not JSON
+            continue
+    if any(type(item) is not dict for item in items):
+        return None
+    try:
+        calls = []
+        for item in items:
+            name, arguments = item["name"], item["arguments"]
+            hash(name)  # BFCL makes it a dict key
+            if type(arguments) is str:
+                arguments = json.loads(arguments)
+            calls.append(f"{name}({','.join(f'{key}={value!r}' for key, value in arguments.items())})")
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError):
+        return None
+    return calls
+
+
+# The BFCL decoders by `--decoder` name.
+BFCL_DECODERS: dict[str, Callable[[str], list[str] | None]] = {
+    "bfcl-prompting": bfcl_prompting_calls,
+    "bfcl-qwen-fc": bfcl_qwen_fc_calls,
+}
+
+
 def _same_calls(text: str, bfcl_calls: list[str] | None) -> bool:
-    """Whether grpo-tools' parser and BFCL's prompting decoder read the same calls from a step's text."""
+    """Whether grpo-tools' parser and a BFCL decoder read the same calls from a step's text."""
     from grpo_tools.data.converters.bfcl_multi_turn import CallSyntaxError, parse_call
     from grpo_tools.tools.bfcl_verdict import decode_step
 
@@ -195,20 +252,22 @@ def _same_calls(text: str, bfcl_calls: list[str] | None) -> bool:
 
 
 def decode_result(result: Any, decoder: str, tally: dict[str, int]) -> Any:
-    """A BFCL result (per turn, per step) with its raw-text steps decoded by `decoder` where it is `bfcl-prompting`
+    """A BFCL result (per turn, per step) with its raw-text steps decoded by `decoder` where it is one of BFCL's
     (each text replaced by BFCL's call strings, `[]` where BFCL drops it); grpo-tools' parser reads them later, in the
-    verdict. `tally` counts the raw-text steps (`steps`) and those the two decoders read differently (`differ`)."""
+    verdict. `tally` counts the raw-text steps (`steps`) and those grpo-tools' parser reads otherwise than the BFCL
+    decoder (`differ`; `bfcl-prompting` where `decoder` is `grpo-tools`)."""
     if not isinstance(result, list):
         return result
+    bfcl = BFCL_DECODERS.get(decoder, bfcl_prompting_calls)
     turns = []
     for turn in result:
         steps = []
         for step in turn:
             if isinstance(step, str):
-                bfcl_calls = bfcl_prompting_calls(step)
+                bfcl_calls = bfcl(step)
                 tally["steps"] = tally.get("steps", 0) + 1
                 tally["differ"] = tally.get("differ", 0) + int(not _same_calls(step, bfcl_calls))
-                if decoder == "bfcl-prompting":
+                if decoder in BFCL_DECODERS:
                     step = bfcl_calls or []
             steps.append(step)
         turns.append(steps)

@@ -189,8 +189,8 @@ def score_bfcl_multi_turn(
 ) -> tuple[dict[str, Any], list[str]]:
     """Score BFCL multi-turn results against converted rows: the report (scoring's layout) and notes on lines of the
     predictions that could not be used. `DataError` for a data file or a prediction layout that cannot be scored,
-    naming file, row and field. `decoder` (`DECODERS`) reads the raw-text steps: `grpo-tools`, our parser, or
-    `bfcl-prompting`, BFCL's prompting decoder; the report's `raw_text_steps` counts them and those the two read
+    naming file, row and field. `decoder` (`DECODERS`) reads the raw-text steps: `grpo-tools`, our parser, or one of
+    BFCL's handlers' decoders; the report's `raw_text_steps` counts them and those our parser and BFCL's read
     differently, and a note says when the figure is not BFCL's prompting figure.
     """
     if decoder not in DECODERS:
@@ -257,5 +257,9 @@ def score_bfcl_multi_turn(
         "by_category": by_category,
         "errors": dict(errors.most_common()),
         "decoder": decoder,
-        "raw_text_steps": {"steps": raw["steps"], "read_otherwise_by_the_other_decoder": raw["differ"]},
+        "raw_text_steps": {
+            "steps": raw["steps"],
+            "bfcl_decoder": decoder if decoder != "grpo-tools" else "bfcl-prompting",
+            "read_otherwise_by_grpo_tools": raw["differ"],
+        },
     }, notes
