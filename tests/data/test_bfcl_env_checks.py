@@ -168,3 +168,29 @@ def test_an_env_written_as_json_text_is_checked_too(base_row):
     broken["env"] = json.dumps(broken["env"])
     problems = check_rows([{**base_row, "env": json.dumps(base_row["env"])}, broken])
     assert [(p.row, p.field) for p in problems] == [(2, "env.initial_config.GorillaFileSystem")]
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"GorillaFileSystem": {"root": 5}}, "initial_config.GorillaFileSystem: BFCL's GorillaFileSystem cannot load"),
+        ({"GorillaFilesystem": {}}, "initial_config.GorillaFilesystem: 'GorillaFilesystem' is not one of BFCL's"),
+        ([1], "initial_config: expected an object"),
+    ],
+)
+def test_convert_names_a_source_row_whose_initial_config_cannot_load(tmp_path, capsys, config, message):
+    entry = {
+        "id": "multi_turn_base_0",
+        "question": [[{"role": "user", "content": "List the files."}]],
+        "initial_config": config,
+        "involved_classes": ["GorillaFileSystem"],
+    }
+    questions = tmp_path / "BFCL_v4_multi_turn_base.json"
+    questions.write_text(json.dumps(entry) + "\n")
+    (tmp_path / "possible_answer").mkdir()
+    (tmp_path / "possible_answer" / questions.name).write_text(
+        json.dumps({"id": entry["id"], "ground_truth": [["ls()"]]})
+    )
+    assert main(["convert", "--from", "bfcl", str(questions), "--output", str(tmp_path / "out.jsonl")]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith(f"{questions}: row 1: ") and message in error and "Traceback" not in error
