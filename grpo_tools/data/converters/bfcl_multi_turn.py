@@ -28,6 +28,7 @@ from grpo_tools.data.bfcl_backends import (
     UnsupportedBackend,
     api_class,
     bfcl_module,
+    check_bfcl_env,
     is_stateless,
 )
 from grpo_tools.data.converters.base import ConversionError, SourceContext, canonical_row, canonical_tools, require
@@ -255,5 +256,9 @@ def convert_bfcl_multi_turn(row: Mapping[str, Any], index: int, context: SourceC
         "turns": [[{"role": m.get("role", "user"), "content": m["content"]} for m in turn] for turn in turns],
         "missed_function": {str(turn): list(names) for turn, names in missed.items()},
     }
+    problems = check_bfcl_env(out["env"])  # a state BFCL's classes cannot load, a misspelt class name
+    if problems:
+        field, message = problems[0]
+        raise ConversionError(f"{field.removeprefix('env.')}: {message}")
     out["expected"] = ground_truth
     return [out]
