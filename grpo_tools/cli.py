@@ -24,7 +24,7 @@ COMMANDS: dict[str, Command] = {
     "score": Command(
         "Score a file of model outputs against a canonical dataset.", "grpo_tools.evaluation.scoring:main"
     ),
-    "check-data": Command("Lint a canonical tool-calling dataset.", "grpo_tools.data.rows:check_data_main"),
+    "check-data": Command("Lint a canonical tool-calling dataset.", "grpo_tools.data.check_data:check_data_main"),
     "convert": Command(
         "Convert a public tool-calling dataset to canonical rows.", "grpo_tools.tools.bfcl_turns:convert_main"
     ),

@@ -10,21 +10,22 @@ A canonical row (one JSON object per line; every field is described in data/READ
      "category": "simple"}                                                                 # optional
 
 `read_jsonl` streams such a file with line numbers, `check_rows` lints rows (`grpo-tools check-data`), and
-`derive_category` names a row's category from its answers and tools; `check_data_main` is `grpo-tools check-data`.
+`derive_category` names a row's category from its answers and tools (`grpo-tools check-data` is
+`grpo_tools.data.check_data`). A row whose `env.name` is `bfcl` also has its `env` checked (`check_bfcl_env`).
 The converters from public formats (`grpo-tools convert`) build on this module in `grpo_tools.data.converters`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
+
+from grpo_tools.data.bfcl_backends import check_bfcl_env
 
 
 __all__ = [
@@ -33,7 +34,6 @@ __all__ = [
     "DataError",
     "JsonlWriter",
     "Problem",
-    "check_data_main",
     "check_rows",
     "derive_category",
     "number_rows",
@@ -330,6 +330,19 @@ def _check_row(row: dict[str, Any]) -> Iterator[tuple[str, str]]:
         yield from _check_possible_answers(row["possible_answers"], row.get("answers"), tools)
     if "category" in row:
         yield from _check_category(row, tools)
+    env = _decoded(row.get("env"))  # a Hub dataset holds it as JSON text
+    if isinstance(env, dict) and env.get("name") == "bfcl":  # what BFCL's APIs start from
+        yield from check_bfcl_env(env)
+
+
+def _decoded(value: Any) -> Any:
+    """JSON text as the value it holds (the text itself when it is not JSON); any other value as it is."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError):
+            return value
+    return value
 
 
 def check_rows(rows: Iterable[Any]) -> list[Problem]:
@@ -339,7 +352,8 @@ def check_rows(rows: Iterable[Any]) -> list[Problem]:
     in place of a row is reported as it is). Each row is checked for: `id` present and unique; `messages` a
     non-empty list of `{role, content}`; `tools` valid definitions; every gold call naming an offered tool, with
     arguments valid for its schema or, in a row with `possible_answers`, values BFCL's rules accept; those holding
-    one entry per gold call, each parameter mapped to acceptable values; `category` known and its answers' and tools'.
+    one entry per gold call, each parameter mapped to acceptable values; `category` known and its answers' and tools';
+    a BFCL multi-turn row's `env` what BFCL's APIs can start from (`check_bfcl_env`).
 
     >>> [str(problem) for problem in check_rows([{"id": "a", "messages": [], "tools": [], "answers": []}])]
     ['row 1 (id=a): messages: expected a non-empty list of messages, got an empty list']
@@ -362,39 +376,3 @@ def check_rows(rows: Iterable[Any]) -> list[Problem]:
                 first_row_of_id[row_id] = number
         problems += [Problem(number, shown_id, field, message) for field, message in _check_row(row)]
     return problems
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def check_data_main(argv: list[str]) -> int:
-    """`grpo-tools check-data DATA.jsonl`: print one line per problem and a summary; exit 1 on problems, 2 on a
-    missing or unreadable file."""
-    parser = argparse.ArgumentParser(
-        prog="grpo-tools check-data",
-        description="Lint a canonical tool-calling dataset (JSONL): ids, messages, tools, gold answers against "
-        "their tool schemas, possible_answers and categories. Exits 1 when it finds a problem.",
-    )
-    parser.add_argument("data", help="canonical dataset, one JSON object per line")
-    args = parser.parse_args(argv)
-
-    try:
-        numbered = read_jsonl(args.data)
-    except DataError as error:
-        print(f"grpo-tools check-data: {error}", file=sys.stderr)
-        return 2
-    rows = list(numbered)
-    problems = check_rows(rows)
-
-    for problem in problems:
-        print(f"{args.data}: {problem}")
-    if not rows:
-        print(f"{args.data}: no rows")
-        return 1
-    if problems:
-        bad_rows = len({problem.row for problem in problems})
-        print(f"{_plural(len(rows), 'row')}, {_plural(len(problems), 'problem')} in {_plural(bad_rows, 'row')}")
-        return 1
-    print(f"{_plural(len(rows), 'row')}, no problems")
-    return 0

@@ -79,7 +79,8 @@ def is_bfcl_rows(rows: Sequence[dict[str, Any]]) -> bool:
 
 def check_bfcl_rows(rows: Sequence[dict[str, Any]], source: str) -> None:
     """`DataError` naming the file, row and field of every BFCL row a conversation cannot be run from (at most 20)."""
-    from grpo_tools.data.converters.bfcl_multi_turn import UnsupportedBackend, api_class
+    from grpo_tools.data.bfcl_backends import check_bfcl_env
+    from grpo_tools.data.converters.bfcl_multi_turn import ground_truth_problems
 
     problems = []
     for number, row in enumerate(rows, start=1):
@@ -98,14 +99,9 @@ def check_bfcl_rows(rows: Sequence[dict[str, Any]], source: str) -> None:
             problems.append(f"{where}: expected: BFCL's ground truth must have one list of calls per turn")
         elif not isinstance(row.get("tools"), list):
             problems.append(f"{where}: tools: missing")
-        elif not isinstance(env.get("missed_function", {}), dict):
-            problems.append(f"{where}: env.missed_function: expected {{turn index: [function names]}}")
         else:
-            try:
-                for name in env["involved_classes"]:
-                    api_class(name)
-            except UnsupportedBackend as error:
-                problems.append(f"{where}: env.involved_classes: {error}")
+            found = check_bfcl_env(env) + ground_truth_problems(row["expected"])
+            problems += [f"{where}: {field}: {message}" for field, message in found]
     if problems:
         raise DataError("\n".join(problems[:20]) + f"\n{len(problems)} BFCL row(s) cannot be evaluated")
 

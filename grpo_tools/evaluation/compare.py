@@ -36,6 +36,8 @@ def print_comparison(reports: dict[str, dict[str, Any]], title: str | None = Non
     console.print(table)
     if all("overall" in report for report in reports.values()):  # BFCL's multi-turn column: the categories' mean
         console.print("BFCL multi-turn overall: " + ", ".join(f"{k} {r['overall']:.3f}" for k, r in reports.items()))
+        if any(report.get("decoder") == "grpo-tools" for report in reports.values()):
+            console.print("(calls read by grpo-tools' parser: not BFCL's prompting figure; docs/multi-turn.md)")
     if "sampling" in last:
         sampling = Table(title=f"pass@k over {last['sampling']['num_samples']} samples per row")
         keys = [key for key in last["sampling"] if key.startswith("pass@")]

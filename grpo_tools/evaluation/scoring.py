@@ -337,6 +337,8 @@ def print_report(report: dict[str, Any]) -> None:
 
 def main(argv: list[str]) -> int:
     """`grpo-tools score`: score predictions, print the tables, write the report; exit 2 on unusable input."""
+    from grpo_tools.evaluation.bfcl_decoding import DECODER_HELP, DECODERS
+
     parser = argparse.ArgumentParser(
         prog="grpo-tools score", description="Score model outputs against a canonical dataset."
     )
@@ -355,6 +357,7 @@ def main(argv: list[str]) -> int:
         help="reward deciding correctness: "
         + "; ".join(f"{name}: {REWARDS[full].description}" for name, full in SCORERS.items()),
     )
+    parser.add_argument("--decoder", choices=list(DECODERS), default="grpo-tools", help=DECODER_HELP)
     parser.add_argument("--output", help="write the report (JSON) here")
     parser.add_argument("--per-row", help="write one verdict per data row (JSONL) here")
     parser.add_argument(
@@ -369,7 +372,11 @@ def main(argv: list[str]) -> int:
 
     try:
         if is_bfcl_multi_turn(args.data):  # BFCL's multi-turn rows: BFCL's verdict, whatever --scorer says
-            report, notes = score_bfcl_multi_turn(args.data, args.predictions, args.per_row)
+            report, notes = score_bfcl_multi_turn(args.data, args.predictions, args.per_row, args.decoder)
+        elif args.decoder != "grpo-tools":
+            raise DataError(
+                f"{args.data}: --decoder reads BFCL multi-turn results; these are not BFCL multi-turn rows"
+            )
         else:
             report, notes = score_files(
                 args.data, args.predictions, args.scorer, args.workers, args.per_row, not args.quiet

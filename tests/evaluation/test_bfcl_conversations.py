@@ -201,7 +201,7 @@ def test_compare_base_runs_the_base_and_the_adapter(picked, tiny_model_dir, adap
         (lambda row: row["env"].pop("involved_classes"), "env.involved_classes"),
         (lambda row: row["env"].update(turns="hello"), "env.turns"),
         (lambda row: row.update(expected=row["expected"][:-1]), "expected"),
-        (lambda row: row["env"].update(involved_classes=["WebSearchAPI"]), "env.involved_classes"),
+        (lambda row: row["env"].update(involved_classes=["WebSearchAPI"]), "env.involved_classes[0]"),
     ],
 )
 def test_bad_rows_get_one_message_naming_file_row_and_field(picked, tiny_model_dir, tmp_path, capsys, edit, field):

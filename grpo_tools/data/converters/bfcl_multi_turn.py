@@ -6,10 +6,8 @@ with `eval`. Here a call is only parsed (`parse_call`): `ast.parse` reads the te
 plain name whose arguments are literals (`ast.literal_eval` on each argument's node, which builds constants, lists,
 tuples and dicts and nothing else). Nothing in this module executes a call; `grpo_tools.tools.bfcl` does, safely.
 
-The API classes are imported from the installed bfcl-eval, never copied (`api_class`). Those that need packages
-grpo-tools does not carry (the memory backends, web search) are refused by name (`REFUSED_BACKENDS`). Importing
-bfcl-eval's modules can create folders inside the installed package unless `BFCL_PROJECT_ROOT` is set, so every
-import here goes through `bfcl_module`, which points it at a temporary folder first when the user has not set it.
+The API classes are imported from the installed bfcl-eval, never copied, through `grpo_tools.data.bfcl_backends`
+(`api_class`, `bfcl_module`, `REFUSED_BACKENDS`, re-exported here), which also checks a row's `env`.
 """
 
 from __future__ import annotations
@@ -17,18 +15,22 @@ from __future__ import annotations
 import ast
 import copy
 import functools
-import importlib
-import importlib.util
 import inspect
 import json
-import os
-import tempfile
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_tools.data.bfcl_backends import (
+    REFUSED_BACKENDS,
+    UnsupportedBackend,
+    api_class,
+    bfcl_module,
+    check_bfcl_env,
+    is_stateless,
+)
 from grpo_tools.data.converters.base import ConversionError, SourceContext, canonical_row, canonical_tools, require
 from grpo_tools.rewards.schemas import normalize_tools, validate_arguments
 
@@ -45,6 +47,7 @@ __all__ = [
     "bind_call",
     "convert_bfcl_multi_turn",
     "function_docs",
+    "ground_truth_problems",
     "is_stateless",
     "parse_call",
     "scenario_of",
@@ -58,19 +61,8 @@ MULTI_TURN_CATEGORIES = (
     "multi_turn_miss_param",
     "multi_turn_long_context",
 )
-# Backends of BFCL's executable suite that need packages grpo-tools does not install, with what each needs.
-REFUSED_BACKENDS: dict[str, str] = {
-    "WebSearchAPI": "requests, beautifulsoup4, html2text and serpapi (and the network)",
-    "MemoryAPI_kv": "rank_bm25 and overrides",
-    "MemoryAPI_vector": "sentence-transformers, faiss and overrides",
-    "MemoryAPI_rec_sum": "overrides",
-}
 # A call's text longer than this is refused unread; BFCL's longest ground-truth call has 6,839 characters.
 MAX_CALL_CHARS = 20_000
-
-
-class UnsupportedBackend(ValueError):
-    """An API class grpo-tools does not run: a refused backend, or a name bfcl-eval does not know."""
 
 
 class CallSyntaxError(ValueError):
@@ -86,49 +78,10 @@ class ParsedCall:
     kwargs: dict[str, Any]
 
 
-def bfcl_module(name: str) -> Any:
-    """Import a module of the installed bfcl-eval with `BFCL_PROJECT_ROOT` set (to a temporary folder unless the user
-    set it), so that no import writes into site-packages."""
-    if "BFCL_PROJECT_ROOT" not in os.environ:
-        os.environ["BFCL_PROJECT_ROOT"] = tempfile.mkdtemp(prefix="grpo-tools-bfcl-")
-    if importlib.util.find_spec("bfcl_eval") is None:
-        raise UnsupportedBackend("bfcl-eval is not installed (`pip install --no-deps bfcl-eval`)")
-    return importlib.import_module(name)
-
-
-def _backend_config() -> Any:
-    return bfcl_module("bfcl_eval.constants.executable_backend_config")
-
-
-@functools.cache
-def api_class(name: str) -> type:
-    """BFCL's API class of that name, imported from the installed bfcl-eval; `UnsupportedBackend` for a refused one.
-
-    >>> api_class("MathAPI").__name__
-    'MathAPI'
-    >>> api_class("WebSearchAPI")
-    Traceback (most recent call last):
-    ...
-    grpo_tools.data.converters.bfcl_multi_turn.UnsupportedBackend: WebSearchAPI is not supported: it needs requests, beautifulsoup4, html2text and serpapi (and the network)
-    """
-    if name in REFUSED_BACKENDS:
-        raise UnsupportedBackend(f"{name} is not supported: it needs {REFUSED_BACKENDS[name]}")
-    paths = _backend_config().CLASS_FILE_PATH_MAPPING
-    if name not in paths:
-        known = ", ".join(sorted(set(paths) - set(REFUSED_BACKENDS)))
-        raise UnsupportedBackend(f"{name!r} is not one of BFCL's API classes ({known})")
-    return getattr(bfcl_module(paths[name]), name)
-
-
-def is_stateless(name: str) -> bool:
-    """Whether BFCL treats the API class as stateless (it then loads no scenario: `MathAPI`)."""
-    return name in _backend_config().STATELESS_CLASSES
-
-
 @functools.cache
 def _function_docs(name: str) -> tuple[dict[str, Any], ...]:
     api_class(name)  # refuses what we do not run, and checks the name
-    files = _backend_config().MULTI_TURN_FUNC_DOC_FILE_MAPPING
+    files = bfcl_module("bfcl_eval.constants.executable_backend_config").MULTI_TURN_FUNC_DOC_FILE_MAPPING
     path = Path(bfcl_module("bfcl_eval").__file__).parent / "data" / "multi_turn_func_doc" / files[name]
     return tuple(json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
 
@@ -173,6 +126,28 @@ def parse_call(text: str, max_chars: int = MAX_CALL_CHARS) -> ParsedCall:
             f"the arguments of {call.func.id} must be literals (strings, numbers, lists, ...)"
         ) from None
     return ParsedCall(call.func.id, args, kwargs)
+
+
+def ground_truth_problems(expected: Any, field: str = "expected") -> list[tuple[str, str]]:
+    """The problems of BFCL's ground truth as a row holds it (per turn, the calls as BFCL writes them), as
+    `(field, message)` pairs: each turn a list, each call text `parse_call` reads. `[]` when every call can be read.
+
+    >>> ground_truth_problems([["cd(folder='temp')"], ["ls(a=True", 7]])
+    [('expected[1][0]', "not a call ('(' was never closed)"), ('expected[1][1]', 'a call must be text, got int')]
+    """
+    if not isinstance(expected, list):
+        return [(field, "expected BFCL's ground truth: per turn, a list of calls")]
+    problems = []
+    for t, calls in enumerate(expected):
+        if not isinstance(calls, list):
+            problems.append((f"{field}[{t}]", "expected the turn's calls as a list"))
+            continue
+        for i, text in enumerate(calls):
+            try:
+                parse_call(text)
+            except CallSyntaxError as error:
+                problems.append((f"{field}[{t}][{i}]", str(error)))
+    return problems
 
 
 def bind_call(method: Any, call: ParsedCall) -> dict[str, Any]:
@@ -281,5 +256,9 @@ def convert_bfcl_multi_turn(row: Mapping[str, Any], index: int, context: SourceC
         "turns": [[{"role": m.get("role", "user"), "content": m["content"]} for m in turn] for turn in turns],
         "missed_function": {str(turn): list(names) for turn, names in missed.items()},
     }
+    problems = check_bfcl_env(out["env"])  # a state BFCL's classes cannot load, a misspelt class name
+    if problems:
+        field, message = problems[0]
+        raise ConversionError(f"{field.removeprefix('env.')}: {message}")
     out["expected"] = ground_truth
     return [out]
