@@ -373,16 +373,17 @@ def test_learning_warm_start_gets_every_workers_threads(tiny_model_dir, monkeypa
         seen["warm start"] = torch.get_num_threads()
         return tiny_model_dir, 1.0
 
-    def held_out_scores(*args):
+    def held_out_completions(*args):
         seen["step 0"] = torch.get_num_threads()
-        return {"accuracy": 0.0, "mean_reward": 0.0}
+        return []
 
     def map_runs(arguments, jobs, threads):
         seen["runs"] = torch.get_num_threads()
         return iter([])
 
     monkeypatch.setattr(learning, "warm_start_once", warm_start_once)
-    monkeypatch.setattr(learning, "held_out_scores", held_out_scores)
+    monkeypatch.setattr(learning, "held_out_completions", held_out_completions)
+    monkeypatch.setattr(learning, "score_held_out", lambda *args: {"accuracy": 0.0, "mean_reward": 0.0})
     monkeypatch.setattr(learning, "_map_runs", map_runs)
     before = torch.get_num_threads()
     try:
