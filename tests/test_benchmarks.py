@@ -568,13 +568,14 @@ def test_the_sft_arm_runs_after_the_grpo_arms_for_the_seconds_of_its_seeds_adapt
     phases = []
 
     def map_runs(arguments, jobs, threads):
-        phases.append([(args[3], args[4], args[-1]) for args in arguments])
+        phases.append([(args[3], args[4], args[8]) for args in arguments])  # arm, seed, seconds
         for args in arguments:
             yield {"arm": args[3], "seed": args[4], "steps": 1, "train_seconds": 10.0 + args[4], "held_out": [
                 {"step": 1, "train_seconds": 1.0, "accuracy": 0.0, "mean_reward": 0.0}]}  # fmt: skip
 
     monkeypatch.setattr(learning, "warm_start_once", lambda *args: (tiny_model_dir, 1.0))
-    monkeypatch.setattr(learning, "held_out_scores", lambda *args: {"accuracy": 0.0, "mean_reward": 0.0})
+    monkeypatch.setattr(learning, "held_out_completions", lambda *args: [])
+    monkeypatch.setattr(learning, "score_held_out", lambda *args: {"accuracy": 0.0, "mean_reward": 0.0})
     monkeypatch.setattr(learning, "_map_runs", map_runs)
     learning.run(seeds=(0, 1), arms=("sft", "adaptive", "no-gold"), work_dir=tmp_path, threads=None, progress=False)
     assert phases == [
