@@ -702,14 +702,8 @@ def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     panels = [
         *([] if by_category else [(axes[0][0], "held_out", "step", "accuracy", "held-out accuracy")]),
         (axes[0][1], "held_out", "train_seconds", "accuracy", "held-out accuracy"),
-        (axes[1][0], "per_step", "step", "reward", "training reward per step (each arm's own rewards and weights)"),
-        (
-            axes[1][1],
-            "held_out",
-            "step",
-            "mean_reward",
-            "held-out mean reward (each arm's own training rewards and weights)",
-        ),
+        (axes[1][0], "per_step", "step", "reward", "training reward per step (each arm's own rewards)"),
+        (axes[1][1], "held_out", "step", "mean_reward", "held-out mean reward (each arm's own rewards)"),
         (axes[0][2], "per_step", "step", "kl", "KL to the reference (trl log, per step)"),
         (axes[1][2], "per_step", "step", "kl_coef", "KL coefficient in force"),
     ]
