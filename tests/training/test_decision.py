@@ -180,9 +180,7 @@ def test_in_training_an_agreeing_no_call_group_is_taught_only_beyond_the_group(
                 mean = statistics.fmean(rewards) if baseline == "batch" else rewards[start]
                 assert advantages[group] == pytest.approx([rewards[start] - mean] * 4, abs=1e-6)
     assert agreeing  # the tiny model abstains: its no-call groups agree
-    if baseline == "group":
-        assert all(value == 0.0 for group in agreeing for value in group)
-    else:
+    if baseline == "batch":  # under the group baseline the loop above found them all 0; past it, some teach
         assert any(value != 0.0 for group in agreeing for value in group)
 
 
