@@ -10,9 +10,12 @@ work folder and reused by later invocations (`--fresh` redoes it). The seeds var
 LoRA initialisation.
 
 Every `--eval-every` steps a callback generates greedily for the held-out rows (`generate_completions`, as
-`grpo-tools eval` does) and scores them with the recipe's rewards: accuracy is `tool_exact` (the recipe's
-`eval_scorer`), mean reward the recipe's weighted sum, the quantity GRPO maximises. The time spent evaluating is taken
-out of the wall-time axis. Step 0 is the warm-started model (a fresh LoRA adapter is the identity), evaluated once.
+`grpo-tools eval` does) and scores them: accuracy is `tool_exact` (the recipe's `eval_scorer`), mean reward the
+weighted sum of the rewards the arm trains with, as `grpo-tools train` builds them (`training_rewards`: the arm's
+`reward_funcs`, `reward_weights` and `decision_*` values), the quantity its GRPO maximises. The arms train with
+different rewards, so each curve is in its own arm's units (the `sft` arm's in the recipe's). The time spent
+evaluating is taken out of the wall-time axis. Step 0 is the warm-started model (a fresh LoRA adapter is the
+identity): its completions are generated once and scored by each arm with its own rewards.
 Training reward, KL and the KL coefficient come from trl's per-step logs. Torch runs on one thread (`--threads`), as
 in the other CPU benchmarks: on a shared 2-core machine a second intra-op thread mostly fights the other load, and
 small-model steps then slow down many-fold and unevenly, which would make the wall-time axis say more about the
@@ -91,14 +94,14 @@ def parse_recipe(recipe: str | os.PathLike[str], overrides: list[str]) -> tuple[
     return parser.parse_args_and_config(args=["--config", str(recipe), *overrides])
 
 
-def held_out_scores(model: Any, tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any) -> dict:
-    """Greedy completions for the held-out rows, scored: exact-call accuracy (the recipe's `eval_scorer`) and the
-    recipe's weighted reward."""
+def held_out_completions(
+    model: Any, tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any
+) -> list[str]:
+    """Greedy completions for the held-out rows, as `grpo-tools eval` generates them."""
     from grpo_tools.data.prompts import render_prompt
     from grpo_tools.evaluation.generation import generate_completions
-    from grpo_tools.rewards import REWARDS, get_reward_funcs
 
-    completions = generate_completions(
+    return generate_completions(
         model,
         tokenizer,
         [render_prompt(tokenizer, row) for row in rows],
@@ -106,6 +109,14 @@ def held_out_scores(model: Any, tokenizer: Any, rows: list[dict], script_args: A
         max_new_tokens=training_args.max_completion_length,
         progress=False,
     )
+
+
+def score_held_out(completions: list[str], rows: list[dict], script_args: Any, training_args: Any) -> dict:
+    """Held-out completions scored: exact-call accuracy (the recipe's `eval_scorer`) and the weighted reward the run
+    trains with (`training_rewards`, so `tool_decision` pays the run's `decision_*` values)."""
+    from grpo_tools.rewards import REWARDS
+    from grpo_tools.training.reward_funcs import training_rewards
+
     columns = {
         "tools": [row["tools"] for row in rows],
         "answers": [row["answers"] for row in rows],
@@ -113,8 +124,9 @@ def held_out_scores(model: Any, tokenizer: Any, rows: list[dict], script_args: A
     }
     correct = REWARDS[f"tool_{script_args.eval_scorer}"].function(completions=completions, **columns)
     weights = training_args.reward_weights or [1.0] * len(training_args.reward_funcs)
+    functions, _ = training_rewards(training_args, multi_turn=False)
     total = [0.0] * len(rows)
-    for weight, function in zip(weights, get_reward_funcs(training_args.reward_funcs), strict=True):
+    for weight, function in zip(weights, functions, strict=True):
         total = [
             sum_ + weight * score
             for sum_, score in zip(total, function(completions=completions, **columns), strict=True)
@@ -134,6 +146,12 @@ def held_out_scores(model: Any, tokenizer: Any, rows: list[dict], script_args: A
         # calls and abstaining together: a model that never calls scores 0.5 (grpo_tools.evaluation.usable)
         "usable": (call_mean + statistics.mean(irrelevance)) / 2 if calls and irrelevance else None,
     }
+
+
+def held_out_scores(model: Any, tokenizer: Any, rows: list[dict], script_args: Any, training_args: Any) -> dict:
+    """Greedy completions for the held-out rows, scored (`score_held_out`) with the run's own rewards."""
+    completions = held_out_completions(model, tokenizer, rows, script_args, training_args)
+    return score_held_out(completions, rows, script_args, training_args)
 
 
 def _category(row: dict) -> str:
@@ -269,11 +287,13 @@ def run_arm(
     work_dir: Path,
     rows: dict[str, list[dict]],
     seconds: float | None = None,
+    step_zero: list[str] | None = None,
 ) -> dict:
-    """One GRPO run of the recipe from the warm start: per-step logs and the held-out points. The `sft` arm is
-    `run_sft` for `seconds` of training instead."""
+    """One GRPO run of the recipe from the warm start: per-step logs and the held-out points, the first of them step 0
+    where `step_zero` holds the warm start's held-out completions (scored here with this arm's rewards). The `sft` arm
+    is `run_sft` for `seconds` of training instead."""
     if arm == "sft":
-        return run_sft(recipe, overrides, warm_dir, seed, seconds or 0.0, work_dir, rows)
+        return run_sft(recipe, overrides, warm_dir, seed, seconds or 0.0, work_dir, rows, step_zero)
     from transformers import AutoTokenizer
 
     from benchmarks.common import without_printer
@@ -292,6 +312,7 @@ def run_arm(
     trainer = without_printer(build_trainer(warm_dir, tokenizer, rows["train"], training_args, model_args, [callback]))
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "reward" in entry]
+    points = _with_step_zero(callback.points, step_zero, rows["eval"], script_args, training_args)
     return {
         "arm": arm,
         "seed": seed,
@@ -299,7 +320,7 @@ def run_arm(
         "adaptive_kl": training_args.adaptive_kl,
         "steps": trainer.state.global_step,
         "train_seconds": callback.step_seconds[-1] if callback.step_seconds else 0.0,
-        "held_out": callback.points,
+        "held_out": points,
         "per_step": {
             "step": [entry["step"] for entry in logs],
             "train_seconds": callback.step_seconds[: len(logs)],
@@ -315,12 +336,28 @@ def run_arm(
     }
 
 
+def _with_step_zero(
+    points: list[dict], step_zero: list[str] | None, rows: list[dict], script_args: Any, training_args: Any
+) -> list[dict]:
+    """A run's held-out points with step 0 first: the warm start's completions scored with the run's own rewards."""
+    if step_zero is None:
+        return points
+    return [{"step": 0, "train_seconds": 0.0, **score_held_out(step_zero, rows, script_args, training_args)}, *points]
+
+
 def run_sft(
-    recipe: str, overrides: list[str], warm_dir: str, seed: int, seconds: float, work_dir: Path, rows: dict
+    recipe: str,
+    overrides: list[str],
+    warm_dir: str,
+    seed: int,
+    seconds: float,
+    work_dir: Path,
+    rows: dict,
+    step_zero: list[str] | None = None,
 ) -> dict:
     """The `sft` arm: supervised fine-tuning from the warm start on the GRPO split's gold turns (a fresh LoRA adapter
     of the recipe's, the warm start's learning rate, constant, and batch size) until `seconds` of training have
-    passed, then the held-out evaluation."""
+    passed, then the held-out evaluation, scored with the recipe's rewards (step 0 too, from `step_zero`)."""
     from transformers import AutoTokenizer, TrainerCallback
 
     from grpo_tools.training.warm_start import sft_trainer, train_sft
@@ -369,7 +406,8 @@ def run_sft(
         "steps": budget.steps,
         "epochs": epochs,
         "train_seconds": train_seconds,
-        "held_out": [{"step": budget.steps, "train_seconds": train_seconds, **scores}],
+        "held_out": _with_step_zero([{"step": budget.steps, "train_seconds": train_seconds, **scores}], step_zero,
+                                    rows["eval"], script_args, training_args),
         "per_step": {"step": list(range(1, len(budget.losses) + 1)), "train_seconds": budget.step_seconds,
                      "loss": budget.losses, "reward": [], "kl": [], "kl_coef": [], "decision": {}},
     }  # fmt: skip
@@ -463,7 +501,9 @@ def run(
     # In the dtype the runs load it in (`model_init_kwargs`: bf16 for LoRA on a CPU with native bf16), so that step 0
     # and the runs' evaluations differ by training alone.
     model = AutoModelForCausalLM.from_pretrained(warm_dir, **model_init_kwargs(training_args, model_args))
-    step_zero = held_out_scores(model, tokenizer, rows["eval"], script_args, training_args)
+    # Generated once; each arm scores them with its own rewards (`run_arm`), the warm start's record with the recipe's.
+    step_zero_completions = held_out_completions(model, tokenizer, rows["eval"], script_args, training_args)
+    step_zero = score_held_out(step_zero_completions, rows["eval"], script_args, training_args)
     overrides = [*overrides, *(["--max_steps", str(max_steps)] if max_steps else [])]
     if threads:
         torch.set_num_threads(threads)
@@ -477,11 +517,21 @@ def run(
         if "sft" in phase and any(seed not in seconds for seed in seeds):
             raise ValueError("the sft arm trains for as long as a GRPO arm of its seed: run one beside it")
         arguments = [
-            (recipe, overrides, warm_dir, arm, seed, eval_every, work_dir, rows, seconds.get(seed))
+            (
+                recipe,
+                overrides,
+                warm_dir,
+                arm,
+                seed,
+                eval_every,
+                work_dir,
+                rows,
+                seconds.get(seed),
+                step_zero_completions,
+            )
             for arm, seed in plan
         ]
         for run_ in _map_runs(arguments, jobs, threads):
-            run_["held_out"].insert(0, {"step": 0, "train_seconds": 0.0, **step_zero})
             runs.append(run_)
             if progress:
                 last = run_["held_out"][-1]
@@ -633,7 +683,7 @@ def arm_labels(result: dict[str, Any]) -> dict[str, str]:
             "fixed-10x": f"fixed {10 * beta:g}", "no-gold": "adaptive, no gold turn in the group",
             "old-rewards": "adaptive, the earlier rewards",
             "anchored": f"GRPO + supervised anchor {GOLD_ANCHOR} (not GRPO alone)",
-            "sft": "supervised, same seconds"}  # fmt: skip
+            "sft": "supervised, same seconds (reward: the recipe's)"}  # fmt: skip
 
 
 def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
@@ -652,8 +702,8 @@ def plot(result: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     panels = [
         *([] if by_category else [(axes[0][0], "held_out", "step", "accuracy", "held-out accuracy")]),
         (axes[0][1], "held_out", "train_seconds", "accuracy", "held-out accuracy"),
-        (axes[1][0], "per_step", "step", "reward", "training reward (recipe weights, per step)"),
-        (axes[1][1], "held_out", "step", "mean_reward", "held-out mean reward (recipe weights)"),
+        (axes[1][0], "per_step", "step", "reward", "training reward per step (each arm's own rewards)"),
+        (axes[1][1], "held_out", "step", "mean_reward", "held-out mean reward (each arm's own rewards)"),
         (axes[0][2], "per_step", "step", "kl", "KL to the reference (trl log, per step)"),
         (axes[1][2], "per_step", "step", "kl_coef", "KL coefficient in force"),
     ]
@@ -746,7 +796,10 @@ def merge_results(results: list[dict[str, Any]], names: list[str]) -> dict[str, 
 def print_summary(result: dict[str, Any]) -> None:
     warm = result["warm_start"]
     took = "reused" if warm["seconds"] is None else f"{warm['seconds']:.0f} s"
-    print(f"\nwarm start: {took}, held-out accuracy {warm['accuracy']:.3f}, mean reward {warm['mean_reward']:.3f}\n")
+    print(
+        f"\nwarm start: {took}, held-out accuracy {warm['accuracy']:.3f}, mean reward {warm['mean_reward']:.3f} (the "
+        "recipe's rewards; each arm's mean reward below is in the rewards it trains with)\n"
+    )
     print(
         f"{'arm':<11} {'seeds':>5} {'accuracy (min-max)':>22} {'gain (min to max)':>27} {'mean reward (min-max)':>24}"
         f" {'train s':>8} {'KL':>8}"

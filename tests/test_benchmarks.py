@@ -149,6 +149,84 @@ def test_learning_summary_and_plot(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
 
 
+def test_learning_plot_titles_say_each_arm_is_in_its_own_reward_units(tmp_path, monkeypatch):
+    """The arms train with different rewards, so the reward panels plot each arm in its own units, and say so."""
+    from matplotlib.figure import Figure
+
+    learning = learning_module()
+    figures = []
+    save = Figure.savefig
+    monkeypatch.setattr(
+        Figure, "savefig", lambda self, *args, **kwargs: figures.append(self) or save(self, *args, **kwargs)
+    )
+    learning.plot(fake_learning_result(), tmp_path / "learning.png")
+    titles = [ax.get_title() for ax in figures[0].axes]
+    assert not [title for title in titles if "recipe weights" in title]
+    assert "held-out mean reward (each arm's own rewards)" in titles
+    assert "training reward per step (each arm's own rewards)" in titles
+
+
+def scripted_held_out(monkeypatch, tokenizer, rows):
+    """Held-out generation replaced by a fixed answer per row of `rows`: a call to a tool no row offers where a call is
+    needed (a wrong call), a sentence where none is (a quiet answer)."""
+    from grpo_tools.data.prompts import render_prompt
+    from grpo_tools.evaluation import generation
+
+    answers = {
+        render_prompt(tokenizer, row): "[not_a_tool(x=1)]" if row["answers"] else "Nothing to call." for row in rows
+    }
+    monkeypatch.setattr(
+        generation, "generate_completions", lambda model, tokenizer, prompts, **kwargs: [answers[p] for p in prompts]
+    )
+
+
+def test_learning_held_out_reward_is_the_reward_the_run_trains_with(tiny_model_dir, monkeypatch):
+    """A recipe that pays a wrong call 0 (`decision_wrong`, as the BFCL recipe does) has its held-out wrong calls
+    scored 0, not tool_decision's default -1, with its own weights."""
+    from transformers import AutoTokenizer
+
+    from grpo_tools.data.prompts import load_rows
+
+    learning = learning_module()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    rows = load_rows("data/tool_calls_eval.jsonl")
+    rows = [next(row for row in rows if row["answers"]), next(row for row in rows if not row["answers"])]
+    scripted_held_out(monkeypatch, tokenizer, rows)
+    overrides = ["--reward_funcs", "tool_decision", "tool_format", "--reward_weights", "2.0", "0.5"]
+    script_args, training_args, _ = learning.parse_recipe(learning.RECIPE, [*overrides, "--decision_wrong", "0"])
+    scores = learning.held_out_scores(None, tokenizer, rows, script_args, training_args)
+    # The wrong call: decision 0, format 0 (no offered tool named); the quiet answer: decision 1, format 1.
+    assert scores["mean_reward"] == pytest.approx((2.0 * 0 + 0.5 * 0 + 2.0 * 1 + 0.5 * 1) / 2)
+
+
+def test_learning_curves_each_hold_one_reward_unit_from_step_0(tiny_model_dir, monkeypatch, tmp_path):
+    """A model whose held-out answers never change has a flat held-out reward curve in every arm, step 0 included:
+    each arm's step 0 is scored with that arm's rewards, and the arms' rewards differ."""
+    from transformers import AutoTokenizer
+
+    from grpo_tools.data.prompts import load_rows
+
+    learning = learning_module()
+    rows = load_rows("data/tool_calls_eval.jsonl", 6)  # the held-out rows of the run below
+    assert {bool(row["answers"]) for row in rows} == {True, False}
+    scripted_held_out(monkeypatch, AutoTokenizer.from_pretrained(tiny_model_dir), rows)
+    overrides = ["--model_name_or_path", tiny_model_dir, "--warmup_sft_epochs", "0", "--reward_funcs", "tool_decision",
+                 "--reward_weights", "2.0", "--decision_wrong", "0", "--max_train_rows", "8", "--max_eval_rows", "6",
+                 "--per_device_train_batch_size", "4", "--num_generations", "2", "--max_completion_length", "8"]  # fmt: skip
+    result = learning.run(
+        learning.RECIPE, seeds=(0,), arms=("adaptive", "old-rewards"), max_steps=1, eval_every=1, work_dir=tmp_path,
+        overrides=tuple(overrides), threads=None, progress=False,
+    )  # fmt: skip
+    start = {}
+    for run_ in result["runs"]:
+        assert [point["step"] for point in run_["held_out"]] == [0, 1]
+        step_zero, step_one = (point["mean_reward"] for point in run_["held_out"])
+        assert step_zero == pytest.approx(step_one), run_["arm"]
+        start[run_["arm"]] = step_zero
+    assert start["adaptive"] == pytest.approx(result["warm_start"]["mean_reward"])  # the recipe's own arm
+    assert start["old-rewards"] != pytest.approx(start["adaptive"])
+
+
 def test_learning_legend_names_the_adaptive_arms_controller():
     learning = learning_module()
     result = fake_learning_result()
@@ -295,16 +373,17 @@ def test_learning_warm_start_gets_every_workers_threads(tiny_model_dir, monkeypa
         seen["warm start"] = torch.get_num_threads()
         return tiny_model_dir, 1.0
 
-    def held_out_scores(*args):
+    def held_out_completions(*args):
         seen["step 0"] = torch.get_num_threads()
-        return {"accuracy": 0.0, "mean_reward": 0.0}
+        return []
 
     def map_runs(arguments, jobs, threads):
         seen["runs"] = torch.get_num_threads()
         return iter([])
 
     monkeypatch.setattr(learning, "warm_start_once", warm_start_once)
-    monkeypatch.setattr(learning, "held_out_scores", held_out_scores)
+    monkeypatch.setattr(learning, "held_out_completions", held_out_completions)
+    monkeypatch.setattr(learning, "score_held_out", lambda *args: {"accuracy": 0.0, "mean_reward": 0.0})
     monkeypatch.setattr(learning, "_map_runs", map_runs)
     before = torch.get_num_threads()
     try:
@@ -489,13 +568,14 @@ def test_the_sft_arm_runs_after_the_grpo_arms_for_the_seconds_of_its_seeds_adapt
     phases = []
 
     def map_runs(arguments, jobs, threads):
-        phases.append([(args[3], args[4], args[-1]) for args in arguments])
+        phases.append([(args[3], args[4], args[8]) for args in arguments])  # arm, seed, seconds
         for args in arguments:
             yield {"arm": args[3], "seed": args[4], "steps": 1, "train_seconds": 10.0 + args[4], "held_out": [
                 {"step": 1, "train_seconds": 1.0, "accuracy": 0.0, "mean_reward": 0.0}]}  # fmt: skip
 
     monkeypatch.setattr(learning, "warm_start_once", lambda *args: (tiny_model_dir, 1.0))
-    monkeypatch.setattr(learning, "held_out_scores", lambda *args: {"accuracy": 0.0, "mean_reward": 0.0})
+    monkeypatch.setattr(learning, "held_out_completions", lambda *args: [])
+    monkeypatch.setattr(learning, "score_held_out", lambda *args: {"accuracy": 0.0, "mean_reward": 0.0})
     monkeypatch.setattr(learning, "_map_runs", map_runs)
     learning.run(seeds=(0, 1), arms=("sft", "adaptive", "no-gold"), work_dir=tmp_path, threads=None, progress=False)
     assert phases == [

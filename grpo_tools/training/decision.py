@@ -8,11 +8,13 @@ towards abstaining, while every call row whose samples sometimes call keeps pull
   batch, as REINFORCE++ does (Hu et al., 2025, arXiv 2501.03262), so an all-abstaining no-call group that earns more
   than the batch's mean is reinforced; `class` against the mean of the completions of its class of row (needs a call,
   needs none), so each class is reinforced against its own average and neither class's rewards set the other's
-  baseline. DAPO's filter of groups without spread (`skip_zero_std_groups`, arXiv 2503.14476) drops exactly those
+  baseline (an all-abstaining no-call group then gets 0 where every no-call completion of the batch earns the same). DAPO's filter of groups without spread (`skip_zero_std_groups`, arXiv 2503.14476) drops exactly those
   groups, so it is refused beside either.
-- `BalancedRepeatSampler`: trl's `RepeatSampler` with each generation batch holding `no_call_share` of its prompts
-  from rows that need no call (usable weighs the two classes equally; a split with 80 no-call rows of 290 otherwise
-  gives a step about 28% of them, and fewer by chance).
+- `BalancedRepeatSampler`: trl's `RepeatSampler` with `no_call_share` of its prompts drawn from rows that need no
+  call (usable weighs the two classes equally; a split with 80 no-call rows of 290 otherwise gives a step about 28% of
+  them, and fewer by chance). The share is exact over a run: where a batch cannot hold it in whole prompts (half of 1,
+  3 or 5), batches hold it rounded down or up, so that the no-call prompts drawn so far are always within one of the
+  share of all prompts drawn.
 - `DecisionCounts`: per class, the samples, those that call and those that are right (BFCL's verdict where a call is
   needed, no call where none is), logged each step as `decision/call_rows/call`, `decision/call_rows/right`,
   `decision/no_call_rows/call` and `decision/no_call_rows/right`.
@@ -21,6 +23,7 @@ towards abstaining, while every call row whose samples sometimes call keeps pull
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -93,8 +96,13 @@ def _nanstd(values: torch.Tensor, dim: int) -> torch.Tensor:
 
 class BalancedRepeatSampler(RepeatSampler):
     """trl's `RepeatSampler` (each prompt `mini_repeat_count` times in a row, each batch of `batch_size` prompts
-    `repeat_count` times), with `round(no_call_share x batch_size)` of each batch's prompts drawn from the rows that
-    need no call and the rest from the rows that need one.
+    `repeat_count` times), with `no_call_share` of the prompts drawn from the rows that need no call and the rest from
+    the rows that need one.
+
+    Batch k of the run (counted across epochs) holds `floor((k + 1) s + phase) - floor(k s + phase)` no-call prompts,
+    s = `no_call_share x batch_size`: s itself when it is a whole number, else s rounded down or up, so that after k
+    batches the no-call prompts drawn are within one of k s (error diffusion). The phase, in [0, 1), is drawn from
+    `seed` (by a generator of its own, so the shuffles are those of a share a batch can hold).
 
     Each class is walked in its own shuffled order, shuffled again when used up, so the smaller class repeats within
     an epoch; an epoch has as many batches as trl's sampler gives (`len` is the same). Within a batch the prompts are
@@ -113,17 +121,26 @@ class BalancedRepeatSampler(RepeatSampler):
         super().__init__(data_source, mini_repeat_count, batch_size, repeat_count, shuffle=True, seed=seed)
         if len(call_rows) != self.num_samples:
             raise ValueError(f"call_rows has {len(call_rows)} entries for {self.num_samples} rows")
-        self.no_call_prompts = round(no_call_share * batch_size)
+        # s, not necessarily a whole number (rounded past float noise: 0.7 x 10 is 7.000000000000001)
+        self.no_call_per_batch = round(no_call_share * batch_size, 9)
+        self._phase = 0.0
+        if not float(self.no_call_per_batch).is_integer():
+            generator = torch.Generator().manual_seed(seed) if seed is not None else None
+            self._phase = torch.rand(1, generator=generator).item()
+        self._batches_drawn = 0  # over the run, so that the share is exact across epochs too
         pools = ([i for i, call in enumerate(call_rows) if call], [i for i, call in enumerate(call_rows) if not call])
-        for pool, wanted, what in zip(
-            pools, (batch_size - self.no_call_prompts, self.no_call_prompts), ("", "no "), strict=True
-        ):
+        for pool, wanted, what in zip(pools, (no_call_share < 1.0, no_call_share > 0.0), ("", "no "), strict=True):
             if wanted and not pool:
                 raise ValueError(
                     f"no_call_share {no_call_share} asks for rows that need {what}call; the data has none"
                 )
         self._pools = pools
         self._orders: list[list[int]] = [[], []]
+
+    def _no_call_prompts(self, batch: int) -> int:
+        """How many of the prompts of the run's batch `batch` need no call (the class docstring's schedule)."""
+        share, phase = self.no_call_per_batch, self._phase
+        return math.floor((batch + 1) * share + phase) - math.floor(batch * share + phase)
 
     def _draw(self, pool: int, count: int) -> list[int]:
         drawn: list[int] = []
@@ -139,7 +156,9 @@ class BalancedRepeatSampler(RepeatSampler):
 
     def __iter__(self) -> Iterator[int]:
         for _ in range(self.num_samples // self.batch_size):
-            chunk = self._draw(0, self.batch_size - self.no_call_prompts) + self._draw(1, self.no_call_prompts)
+            no_call = self._no_call_prompts(self._batches_drawn)
+            self._batches_drawn += 1
+            chunk = self._draw(0, self.batch_size - no_call) + self._draw(1, no_call)
             chunk = [chunk[i] for i in torch.randperm(len(chunk), generator=self.generator).tolist()]
             for _ in range(self.repeat_count):
                 for index in chunk:
@@ -240,13 +259,29 @@ class DecisionHooks:
             seed=self.args.seed,
         )
 
+    def _check_decision_data(self) -> None:
+        """Refuse the class baseline on a dataset whose rows cannot say whether they need a call."""
+        columns = getattr(self.train_dataset, "column_names", None)
+        class_baseline = getattr(self.args, "advantage_baseline", "group") == "class"
+        if class_baseline and columns is not None and "answers" not in columns:
+            raise ConfigError(
+                "advantage_baseline class needs rows with `answers`, to tell the rows that need a call from those that "
+                f"need none; this dataset has {', '.join(columns)}"
+            )
+
     def _advantages(self, inputs: Any, baseline: str) -> torch.Tensor:
-        """This process's advantages (B,) against the batch's or the class's mean, from all processes' rewards."""
+        """This process's advantages (B,) against the batch's or the class's mean, from all processes' rewards; trl's
+        completion table (`log_completions`) gets all processes' advantages in place of its group ones."""
         rewards = self._last_rewards  # (B x processes, num_funcs)
         weighted = (rewards * self.reward_weights.to(rewards.device).unsqueeze(0)).nansum(dim=1)  # (B x processes,)
         weighted[torch.isnan(rewards).all(dim=1)] = torch.nan  # unscorable: advantage 0, as trl
-        local = torch.tensor([needs_call(row["answers"]) for row in inputs], device=self.accelerator.device)  # (B,)
-        call_rows = self.accelerator.gather(local).to(rewards.device)  # (B x processes,)
+        call_rows = None  # read only by the class baseline: `batch` needs no `answers`
+        if baseline == "class":
+            local = torch.tensor(
+                [needs_call(row["answers"]) for row in inputs], device=self.accelerator.device
+            )  # (B,)
+            call_rows = self.accelerator.gather(local).to(rewards.device)  # (B x processes,)
         advantages = baseline_advantages(weighted, self.num_generations, baseline, self.scale_rewards, call_rows)
+        self.replace_logged_advantages(advantages)
         start = self.accelerator.process_index * len(inputs)
         return advantages[start : start + len(inputs)].to(self.accelerator.device)  # (B,)

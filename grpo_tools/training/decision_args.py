@@ -61,15 +61,16 @@ class DecisionArguments:
         metadata={
             "help": "What each completion's reward is measured against: `group` (trl's: its prompt's samples), "
             "`batch` (every completion of the step, as REINFORCE++, arXiv 2501.03262) or `class` (the completions of "
-            "rows of its class: needs a call, needs none). Beyond the group, a group whose samples agree still "
-            "teaches. With `scale_rewards` other than none, divided by the batch's std."
+            "rows of its class: needs a call, needs none; it reads `answers`). Under `batch` a group whose samples "
+            "agree still teaches; under `class` only where its class's other rows earn otherwise. With "
+            "`scale_rewards` other than none, divided by the batch's std."
         },
     )
     no_call_share: float | None = field(
         default=None,
         metadata={
-            "help": "Share of each generation batch's prompts drawn from rows that need no call (rounded to whole "
-            "prompts); unset: trl's uniform shuffle."
+            "help": "Share of the prompts drawn from rows that need no call, exact over a run (a batch that cannot "
+            "hold it in whole prompts holds it rounded down or up, in turn); unset: trl's uniform shuffle."
         },
     )
 

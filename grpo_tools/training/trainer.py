@@ -80,6 +80,7 @@ class ToolGRPOTrainer(AnchorHooks, DecisionHooks, GRPOHooks):
         check_vllm_policy(model, kwargs.get("peft_config"), config)  # before minutes of loading and vLLM's start-up
         super().__init__(*args, **kwargs)
         prepare_vllm_generation(self)  # a LoRA model's weights reach vLLM merged into copies, its base left intact
+        self._check_decision_data()
         config = self.args
         self.cpu_fast_path = fastpath.enabled(getattr(config, "cpu_fast_path", "auto"), self.accelerator.device)
         if self.cpu_fast_path:

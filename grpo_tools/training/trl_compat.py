@@ -56,6 +56,7 @@ _PRIVATE_METHODS = (
 )
 _PRIVATE_STATE = (
     "_metrics",
+    "_logs",
     "_tokenizer",
     "_entropy_bonus_enabled",
     "use_vllm",
@@ -294,6 +295,15 @@ class GRPOHooks(GRPOTrainer):
         """Read it back when training resumes from `folder`."""
 
     # trl's private state.
+    def replace_logged_advantages(self, advantages: torch.Tensor) -> None:
+        """Put `advantages` (all processes' completions of the batch just scored, in trl's order) in place of the
+        group advantages trl recorded for them in its completion table (`log_completions`), so that the table shows
+        the advantages the loss uses."""
+        logged = self._logs["advantages"]  # trl's deque, its last entries this batch's
+        values = advantages.tolist()[-len(logged) :] if len(logged) else []
+        for offset, value in enumerate(values, start=len(logged) - len(values)):
+            logged[offset] = value
+
     @property
     def step_metrics(self) -> dict[str, list[float]]:
         """The metrics trl logs at the next logging step, of the mode the model is in (train or eval)."""

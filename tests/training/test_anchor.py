@@ -70,6 +70,45 @@ def test_the_anchor_adds_its_weight_times_the_gold_turns_nll_to_grpos_loss(
         assert loss - grpo_loss == pytest.approx(weight * logged["gold_anchor/nll"], rel=1e-5)
 
 
+def test_with_gradient_accumulation_the_anchor_is_divided_as_grpos_loss_is(
+    tiny_model_dir, small_data, tmp_path, monkeypatch
+):
+    """trl divides each micro-batch's loss by the accumulation steps, so that a step's gradient is their mean; the
+    anchor is divided alike, or it would weigh `gradient_accumulation_steps` times `gold_anchor`."""
+    from trl import GRPOTrainer
+
+    seen = []
+    compute_loss = GRPOTrainer._compute_loss
+
+    def recording_compute_loss(self, model, inputs):
+        loss = compute_loss(self, model, inputs)
+        has_gold = bool(inputs[GOLD_TURN_KEY].any())
+        seen.append((loss.item(), gold_nll(self, inputs) if has_gold else None))
+        return loss
+
+    monkeypatch.setattr(GRPOTrainer, "_compute_loss", recording_compute_loss)
+    weight, accumulation = 0.5, 2
+    trainer = make_trainer(
+        tiny_model_dir, small_data["train"], tmp_path, gold_in_group=True, gold_anchor=weight, max_steps=1,
+        gradient_accumulation_steps=accumulation, max_completion_length=160, beta=0.0, adaptive_kl=False,
+    )  # fmt: skip
+    total = []
+    policy_loss = type(trainer).policy_loss
+
+    def recording_policy_loss(self, model, inputs):
+        loss = policy_loss(self, model, inputs)
+        total.append(loss.item())
+        return loss
+
+    monkeypatch.setattr(type(trainer), "policy_loss", recording_policy_loss)
+    trainer.train()
+    assert len(seen) == len(total) == accumulation  # two micro-batches of 8 from one generation batch of 16
+    assert any(nll is not None for _, nll in seen)  # four gold turns between them
+    for (grpo_loss, nll), loss in zip(seen, total, strict=True):
+        anchor = 0.0 if nll is None else weight * nll / accumulation
+        assert loss - grpo_loss == pytest.approx(anchor, rel=1e-4, abs=1e-6)
+
+
 def test_the_anchor_alone_makes_the_gold_turns_more_likely(tiny_model_dir, small_data, tmp_path):
     """With a reward that gives every completion the same score and no KL term, GRPO's loss has no gradient: the
     weights move only under the anchor, and they move towards the gold turns."""
