@@ -158,11 +158,12 @@ def main() -> None:
     parser.add_argument("--groups", type=int, nargs="+", default=[1, 4, 16], help="outputs a row")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes a side; the best counts")
     parser.add_argument("--batch", type=int, default=64, help="completions per reward call, as trl's batch")
+    parser.add_argument("--every", type=int, default=1, help="take every n-th case (1: all; more for a smoke run)")
     parser.add_argument("--output", default="benchmarks/results/bfcl.json")
     args = parser.parse_args()
 
     checker = bfcl_reference.load_ast_checker()
-    loaded = load_cases(bfcl_reference.AST_CATEGORIES)
+    loaded = load_cases(bfcl_reference.AST_CATEGORIES)[:: args.every]
     # One output a row is scoring's case: measured with the rows parsed, as `grpo-tools score` hands them, and with
     # trl's JSON columns; groups are trl's case.
     runs = [(group, form) for group in args.groups for form in (("rows", "json") if group == 1 else ("json",))]

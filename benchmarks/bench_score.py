@@ -62,12 +62,13 @@ def main() -> None:
     args = parser.parse_args()
     cores = os.cpu_count() or 1
     results = []
+    identical: dict[int, bool] = {}
     print(f"grpo-tools score: rows/s and peak memory ({cores} cores on the machine), median of {args.repeats} runs\n")
     print(f"{'rows':>10} {'workers':>8} {'seconds':>9} {'rows/s':>10} {'peak MB':>9}")
     with tempfile.TemporaryDirectory() as folder:
         for rows in args.rows:
             data, predictions = write_files(Path(folder), rows)
-            reports = {}
+            reports: dict[int, bytes] = {}
             for workers in sorted({1, cores}):
                 runs = [
                     run_score(data, predictions, workers, Path(folder) / f"r{workers}.json")
@@ -75,17 +76,18 @@ def main() -> None:
                 ]
                 seconds = statistics.median(run[0] for run in runs)
                 peak_mb = max(run[1] for run in runs) / 1024
-                reports[workers] = json.loads((Path(folder) / f"r{workers}.json").read_text())
+                reports[workers] = (Path(folder) / f"r{workers}.json").read_bytes()
                 results.append({"rows": rows, "workers": workers, "seconds": seconds, "rows_per_second": rows / seconds,
                                 "peak_mb": peak_mb})  # fmt: skip
                 print(f"{rows:>10} {workers:>8} {seconds:>9.1f} {rows / seconds:>10,.0f} {peak_mb:>9.0f}")
-            same = all(
-                {**report, "predictions": ""} == {**reports[1], "predictions": ""} for report in reports.values()
-            )
-            print(f"{'':>10} reports identical across worker counts: {same}")
+            same = len(set(reports.values())) == 1
+            identical[rows] = same
+            print(f"{'':>10} reports byte-identical across worker counts: {same}")
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps({"cores_on_machine": cores, "results": results}, indent=2) + "\n")
+    output.write_text(
+        json.dumps({"cores_on_machine": cores, "results": results, "identical_reports": identical}, indent=2) + "\n"
+    )
     print(f"\nwrote {output}")
 
 
