@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from grpo_tools.data.rows import DataError, read_jsonl
-from grpo_tools.tools.bfcl_verdict import bfcl_verdict
 
 
 __all__ = ["is_bfcl_multi_turn", "score_bfcl_multi_turn"]
@@ -96,6 +95,9 @@ def score_bfcl_multi_turn(
     """Score BFCL multi-turn results against converted rows: the report (scoring's layout) and notes on lines of the
     predictions that could not be used. `DataError` for a data file that cannot be scored, naming file, row and field.
     """
+    # Imported here: the executor brings torch and transformers, which `grpo-tools score` on other rows never needs.
+    from grpo_tools.tools.bfcl_verdict import bfcl_verdict
+
     data, predictions = Path(data), Path(predictions)
     rows = _data_rows(data)
     notes: list[str] = []
