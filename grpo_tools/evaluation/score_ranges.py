@@ -14,6 +14,7 @@ import os
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from hashlib import blake2b
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from grpo_tools.rewards.parsing.fastjson import DIGITS_AS_ZERO, NINETEEN_DIGITS
 __all__ = [
     "IndexPart",
     "ScoredPart",
+    "id_key",
     "index_range",
     "line_ranges",
     "load_row",
@@ -63,6 +65,18 @@ def _lines(path: Path, start: int, end: int) -> list[bytes]:
     return lines
 
 
+def id_key(row_id: Any) -> int:
+    """A 64-bit hash of an id's text (what the join compares), the same in every process: the index holds these, not
+    the ids, and a prediction whose key is found is joined only when the row's own id has the same text."""
+    return int.from_bytes(blake2b(str(row_id).encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+
+
+def read_id(handle: Any, offset: int) -> str:
+    """The id's text of the (checked) data row at `offset`."""
+    handle.seek(offset)
+    return str(load_row(handle.readline())["id"])
+
+
 def _row_label(path: Path, line_number: int, row_id: Any = None) -> str:
     return f"{path}: row {line_number}" + (f" (id={row_id})" if row_id is not None else "")
 
@@ -82,7 +96,7 @@ def load_row(line: bytes) -> Any:
 class IndexPart:
     """The data rows of one byte range that can be scored, and a message for each that cannot."""
 
-    ids: list[str] = field(default_factory=list)
+    keys: array = field(default_factory=lambda: array("Q"))  # `id_key` of each row's id
     offsets: array = field(default_factory=lambda: array("q"))
     line_numbers: array = field(default_factory=lambda: array("q"))
     categories: list[Any] = field(default_factory=list)
@@ -126,7 +140,7 @@ def _index_row(part: IndexPart, path: Path, line: bytes, offset: int, line_numbe
         tools = gold.tool_list
     except GoldError as error:
         return str(error)
-    part.ids.append(str(row_id))
+    part.keys.append(id_key(row_id))
     part.offsets.append(offset)
     part.line_numbers.append(line_number)
     part.categories.append(row.get("category") or derive_category(gold.calls, tools))
@@ -145,22 +159,20 @@ class ScoredPart:
     notes: list[tuple[int, str]] = field(default_factory=list)  # (line number, message)
     rows: array = field(default_factory=lambda: array("q"))  # data row index of each joined prediction
     line_numbers: array = field(default_factory=lambda: array("q"))
-    ids: list[Any] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)  # the id's text of each joined prediction
     scores: array = field(default_factory=lambda: array("d"))
     errors: list[tuple[str, ...]] = field(default_factory=list)
     gold_errors: dict[int, str] = field(default_factory=dict)  # position in `rows` -> message
 
 
-# What every scoring worker reads: the data index (id -> row index, offsets, line numbers), the files and the reward.
+# What every scoring worker reads: the data index (keys in order, their rows, offsets, line numbers), the files and
+# the reward.
 _STATE: dict[str, Any] = {}
 
 
-def set_index(
-    rows: dict[str, int], offsets: array, line_numbers: array, data: str, predictions: str, reward: str
-) -> None:
+def set_index(index: Any, predictions: str, reward: str) -> None:
     """Give this process what `score_range` reads (a pool's initializer; with fork the index is not copied)."""
-    _STATE.update(rows=rows, offsets=offsets, line_numbers=line_numbers, data=Path(data), reward=reward)
-    _STATE.update(predictions=Path(predictions), handle=None, pid=None)
+    _STATE.update(index=index, predictions=Path(predictions), reward=reward, handle=None, pid=None)
 
 
 def release_index() -> None:
@@ -172,19 +184,22 @@ def release_index() -> None:
 
 def _data_handle() -> Any:
     if _STATE["handle"] is None or _STATE["pid"] != os.getpid():
-        _STATE["handle"], _STATE["pid"] = _STATE["data"].open("rb"), os.getpid()
+        _STATE["handle"], _STATE["pid"] = _STATE["index"].path.open("rb"), os.getpid()
     return _STATE["handle"]
 
 
 def score_range(task: tuple[int, int, int]) -> ScoredPart:
     """Read, join and score the predictions of one byte range of the predictions file: `(start, end, first line)`."""
+    import numpy as np
+
     start, end, first_line = task
-    path, rows, reward = _STATE["predictions"], _STATE["rows"], _STATE["reward"]
-    offsets, data_lines, data_path = _STATE["offsets"], _STATE["line_numbers"], _STATE["data"]
+    path, index, reward = _STATE["predictions"], _STATE["index"], _STATE["reward"]
+    keys, rows, offsets, data_lines = index.keys, index.rows, index.offsets, index.line_numbers
     data = _data_handle()
     part = ScoredPart()
     lines = _lines(path, start, end)
     part.lines = len(lines)
+    readable = []
     for number, raw in enumerate(lines, start=first_line):
         row = parse_jsonl_line(raw, number)
         if row is None:
@@ -192,25 +207,33 @@ def score_range(task: tuple[int, int, int]) -> ScoredPart:
         if isinstance(row, DataError):
             part.unreadable += 1
             part.notes.append((number, f"{path}: row {number}: {row}"))
-            continue
-        if "id" not in row or "completion" not in row:
+        elif "id" not in row or "completion" not in row:
             part.unreadable += 1
             part.notes.append((number, f"{path}: row {number}: {'id' if 'id' not in row else 'completion'}: missing"))
-            continue
+        else:
+            readable.append((number, row, id_key(row["id"])))
+    sought = np.array([key for _, _, key in readable], dtype=np.uint64)
+    found = np.searchsorted(np.frombuffer(keys, dtype=np.uint64), sought).tolist() if readable else []
+    for (number, row, key), position in zip(readable, found, strict=True):
         part.predictions += 1
-        row_index = rows.get(str(row["id"]))
-        if row_index is None:
+        gold_row, row_index, text = None, -1, str(row["id"])
+        while position < len(keys) and keys[position] == key:  # more than one only where two ids' keys collide
+            data.seek(offsets[rows[position]])
+            gold_row = load_row(data.readline())
+            if str(gold_row["id"]) == text:
+                row_index = rows[position]
+                break
+            position += 1
+        if row_index < 0:
             part.unmatched += 1
             part.notes.append((number, f"{path}: row {number} (id={row['id']}): no data row has this id"))
             continue
-        data.seek(offsets[row_index])
-        gold_row = load_row(data.readline())
         part.rows.append(row_index)
         part.line_numbers.append(number)
-        part.ids.append(row["id"])
+        part.ids.append(text)
         try:
             # The rewards' own path: the completion is read with the row's tools, which Qwen3-Coder's values need.
-            label = f"{data_path}: row {data_lines[row_index]}"
+            label = f"{index.path}: row {data_lines[row_index]}"
             gold = make_gold(gold_row["tools"], gold_row["answers"], gold_row.get("possible_answers"), label)
             verdict = score_completion(reward, row["completion"], gold)
         except GoldError as error:  # a tool list only this scorer reads (e.g. an invalid schema): report, score 0

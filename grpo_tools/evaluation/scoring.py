@@ -22,10 +22,10 @@ from typing import Any
 
 from grpo_tools.data.rows import DataError
 from grpo_tools.evaluation.score_ranges import (
-    IndexPart,
     ScoredPart,
     index_range,
     line_ranges,
+    read_id,
     release_index,
     score_range,
     set_index,
@@ -48,14 +48,20 @@ _MAX_REPORTED = 20  # problems printed one per line before the rest are only cou
 
 @dataclass
 class DataIndex:
-    """Where each data row is, by id: its byte offset, its category, and whether a prediction has been scored."""
+    """Where each data row is, by id: its byte offset, line and category, in arrays of numbers (a few dozen bytes a
+    row, no object per row). Ids are found by their 64-bit key (`score_ranges.id_key`): `keys` sorted, `rows` the
+    row index of each, the row's own id compared on reading it."""
 
     path: Path
-    rows: dict[str, int]  # id -> row index (0-based)
+    keys: array  # id_key of every row's id, sorted
+    rows: array  # the row index (0-based, in file order) of each key
     offsets: array  # byte offset of each row's line
     line_numbers: array  # 1-based line number of each row, for messages
     categories: bytearray  # index into category_names, per row
     category_names: list[str]
+
+    def __len__(self) -> int:
+        return len(self.offsets)
 
 
 def _pool(workers: int, initializer: Any = None, initargs: tuple = ()) -> Any:
@@ -73,47 +79,64 @@ def index_data(path: str | os.PathLike[str], workers: int = 1) -> DataIndex:
         raise DataError(f"{path}: no such file") from None
     except OSError as error:
         raise DataError(f"{path}: cannot be read ({error.strerror or error})") from None
-    index = DataIndex(path, {}, array("q"), array("q"), bytearray(), [])
+    index = DataIndex(path, array("Q"), array("q"), array("q"), array("q"), bytearray(), [])
     category_codes: dict[str, int] = {}
-    problems: list[str] = []
+    keys = array("Q")
+    found: list[tuple[int, str]] = []
     tasks = [(str(path), *task) for task in line_ranges(path, _RANGE_BYTES)]
     with ExitStack() as stack:
         pool = stack.enter_context(_pool(workers)) if workers > 1 and len(tasks) > 1 else None
         for part in pool.imap(index_range, tasks) if pool else map(index_range, tasks):
-            _add_part(index, category_codes, part, problems)
-    if problems:
+            found += part.problems
+            keys += part.keys
+            index.offsets += part.offsets
+            index.line_numbers += part.line_numbers
+            for category in part.categories:
+                if category not in category_codes:
+                    category_codes[category] = len(index.category_names)
+                    index.category_names.append(category)
+                index.categories.append(category_codes[category])
+    found += _sort_keys(index, keys)
+    if found:
+        problems = [message for _, message in sorted(found, key=lambda item: item[0])]
         shown = "\n".join(problems[:_MAX_REPORTED])
         more = f"\n... and {len(problems) - _MAX_REPORTED} more" if len(problems) > _MAX_REPORTED else ""
         raise DataError(
             f"{shown}{more}\n{len(problems)} data row(s) cannot be scored; `grpo-tools check-data {path}` lists every"
             " problem"
         )
-    if not index.rows:
+    if not len(index):
         raise DataError(f"{path}: no data rows")
     return index
 
 
-def _add_part(index: DataIndex, codes: dict[str, int], part: IndexPart, problems: list[str]) -> None:
-    """Add one range's rows to the index, in file order; a repeated id is a problem, listed in line order."""
-    found = list(part.problems)
-    for row_id, offset, line_number, category in zip(
-        part.ids, part.offsets, part.line_numbers, part.categories, strict=True
-    ):
-        if row_id in index.rows:
-            first = index.line_numbers[index.rows[row_id]]
-            label = f"{index.path}: row {line_number} (id={row_id})"
-            found.append(
-                (line_number, f"{label}: id: duplicate of row {first}; ids must be unique to join predictions")
-            )
-            continue
-        if category not in codes:
-            codes[category] = len(index.category_names)
-            index.category_names.append(category)
-        index.rows[row_id] = len(index.offsets)
-        index.offsets.append(offset)
-        index.line_numbers.append(line_number)
-        index.categories.append(codes[category])
-    problems += [message for _, message in sorted(found, key=lambda item: item[0])]
+def _sort_keys(index: DataIndex, keys: array) -> list[tuple[int, str]]:
+    """Put the rows' keys in order in the index; return a message for each row whose id an earlier row has."""
+    import numpy as np
+
+    order = np.argsort(np.frombuffer(keys, dtype=np.uint64), kind="stable")  # equal keys in file order
+    ordered = np.frombuffer(keys, dtype=np.uint64)[order]
+    index.rows.frombytes(order.astype(np.int64).tobytes())
+    index.keys.frombytes(ordered.tobytes())
+    repeated = np.flatnonzero(ordered[1:] == ordered[:-1]).tolist()  # the same id, or (rarely) two ids' keys collide
+    runs: list[list[int]] = []
+    for position in repeated:
+        if runs and runs[-1][-1] == position:
+            runs[-1].append(position + 1)
+        else:
+            runs.append([position, position + 1])
+    duplicates = []
+    with index.path.open("rb") as handle:
+        for run in runs:
+            first: dict[str, int] = {}
+            for row in sorted(index.rows[position] for position in run):
+                row_id, line = read_id(handle, index.offsets[row]), index.line_numbers[row]
+                if row_id in first:
+                    message = f"{index.path}: row {line} (id={row_id}): id: duplicate of row {first[row_id]}; ids must"
+                    duplicates.append((line, message + " be unique to join predictions"))
+                else:
+                    first[row_id] = line
+    return duplicates
 
 
 @dataclass
@@ -159,26 +182,25 @@ def score_files(
     tasks = list(line_ranges(predictions, _RANGE_BYTES))
     total_lines = sum(1 for _ in _lines_of(predictions, tasks))
     tally, notes = _Tally(), []
-    seen = bytearray(len(index.offsets))
+    seen = bytearray(len(index))
     cleanup = ExitStack()
     try:
         # The ExitStack closes it (with the progress bar and the pool) however scoring ends.
         per_row_handle = cleanup.enter_context(Path(per_row).open("w", encoding="utf-8")) if per_row else None  # noqa: SIM115
     except OSError as error:
         raise DataError(f"{per_row}: cannot be written ({error.strerror or error})") from None
-    ids = {row_index: row_id for row_id, row_index in index.rows.items()} if per_row else {}
 
-    def record(row_index: int, score: float, errors: tuple[str, ...] | list[str]) -> None:
+    def record(row_index: int, score: float, errors: tuple[str, ...] | list[str], row_id: str) -> None:
         category = index.category_names[index.categories[row_index]]
         tally.add(category, score, errors)
         if per_row_handle:
-            verdict = {"id": ids[row_index], "category": category, "score": score, "correct": score >= 1.0}
+            verdict = {"id": row_id, "category": category, "score": score, "correct": score >= 1.0}
             per_row_handle.write(json.dumps({**verdict, "errors": list(errors)}) + "\n")
 
     bar = cleanup.enter_context(
         tqdm(total=total_lines, unit="rows", desc="scoring", disable=not progress or None, file=sys.stderr)
     )
-    state = (index.rows, index.offsets, index.line_numbers, str(index.path), str(predictions), reward)
+    state = (index, str(predictions), reward)
     pool = cleanup.enter_context(_pool(workers, set_index, state)) if workers > 1 and len(tasks) > 1 else None
     if pool is None:
         set_index(*state)
@@ -190,9 +212,11 @@ def score_files(
             for part in pool.imap(score_range, window) if pool else map(score_range, window):
                 _merge(part, index, tally, seen, notes, record, predictions)
                 bar.update(part.lines)
-        for row_index in (i for i, done in enumerate(seen) if not done):
-            tally.rows["missing_prediction"] += 1
-            record(row_index, 0.0, ["missing_prediction"])
+        with index.path.open("rb") as handle:
+            for row_index in (i for i, done in enumerate(seen) if not done):
+                tally.rows["missing_prediction"] += 1
+                row_id = read_id(handle, index.offsets[row_index]) if per_row_handle else ""
+                record(row_index, 0.0, ["missing_prediction"], row_id)
     return _report(reward, index, predictions, tally), notes + tally.invalid_data
 
 
@@ -224,12 +248,12 @@ def _merge(part: ScoredPart, index: DataIndex, tally: _Tally, seen: bytearray, n
         seen[row_index] = 1
         if position in part.gold_errors:
             tally.invalid_data.append(part.gold_errors[position])
-        record(row_index, part.scores[position], part.errors[position])
+        record(row_index, part.scores[position], part.errors[position], part.ids[position])
     notes += [message for _, message in sorted(found, key=lambda item: item[0])]
 
 
 def _report(reward: str, index: DataIndex, predictions: Path, tally: _Tally) -> dict[str, Any]:
-    data_rows = len(index.offsets)
+    data_rows = len(index)
     rows = {"data": data_rows, "predictions": tally.rows["predictions"]}
     rows["scored"] = data_rows - tally.rows["missing_prediction"]
     for key in ("missing_prediction", "unmatched_prediction", "duplicate_prediction", "unreadable"):

@@ -169,6 +169,25 @@ def test_workers_reading_their_own_ranges_give_byte_identical_reports_notes_and_
     assert next(row for row in per_row if row["id"] == "r50")["score"] == 0.0  # "early", not r50's own completion
 
 
+def test_ids_whose_keys_collide_are_still_told_apart(files, tmp_path, monkeypatch):
+    """The index holds 64-bit keys of the ids, not the ids: with a key that collides for most ids, the report, notes
+    and verdicts are the same as with the real one, and a repeated id is still found."""
+    import grpo_tools.evaluation.score_ranges as score_ranges
+
+    data, predictions = files
+    reports = []
+    for _ in range(2):
+        report, notes = score_files(data, predictions, "exact", workers=1, per_row=tmp_path / "rows.jsonl",
+                                    progress=False)  # fmt: skip
+        reports.append((report, notes, (tmp_path / "rows.jsonl").read_text()))
+        monkeypatch.setattr(score_ranges, "id_key", lambda row_id: len(str(row_id)) % 2)
+    assert reports[0] == reports[1]
+    assert reports[1][0]["rows"]["unmatched_prediction"] == 1 and reports[1][0]["rows"]["duplicate_prediction"] == 1
+    data.write_text(data.read_text() + json.dumps({**DATA[0], "id": "c"}) + "\n")
+    with pytest.raises(DataError, match=r"row 7 \(id=c\): id: duplicate of row 3"):
+        index_data(data)
+
+
 def test_cli_prints_tables_and_writes_the_report(files, tmp_path, capsys):
     data, predictions = files
     output = tmp_path / "out" / "report.json"
