@@ -116,8 +116,9 @@ def _sort_keys(index: DataIndex, keys: array) -> list[tuple[int, str]]:
 
     order = np.argsort(np.frombuffer(keys, dtype=np.uint64), kind="stable")  # equal keys in file order
     ordered = np.frombuffer(keys, dtype=np.uint64)[order]
-    index.rows.frombytes(order.astype(np.int64).tobytes())
-    index.keys.frombytes(ordered.tobytes())
+    index.rows.frombytes(memoryview(order.astype(np.int64, copy=False)).cast("B"))  # no intermediate copy
+    index.keys.frombytes(memoryview(ordered).cast("B"))
+    del order
     repeated = np.flatnonzero(ordered[1:] == ordered[:-1]).tolist()  # the same id, or (rarely) two ids' keys collide
     runs: list[list[int]] = []
     for position in repeated:
