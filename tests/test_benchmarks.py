@@ -1,8 +1,9 @@
 """Tests for the training benchmarks under `benchmarks/`, at sizes that take seconds: the trainer comparison times
 interleaved steps of equal work and adapts only on our side, the memory configurations hold what they claim (one copy
 of the weights, or a second one as the reference), the GPU script's CPU smoke path writes its table's JSON, the
-learning plot draws every arm, the statistics they share are right, and the evaluation-generation benchmark times both
-sides on the same prompts."""
+learning plot draws every arm, the statistics they share are right, the evaluation-generation benchmark times both
+sides on the same prompts, and every benchmark `make bench` runs still runs, in its smallest configuration, to its
+result file."""
 
 import importlib
 import json

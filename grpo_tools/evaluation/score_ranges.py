@@ -1,10 +1,10 @@
 """What `grpo-tools score` does in its worker processes: each reads its own byte range of a file, whole lines only.
 
-The data file is indexed in ranges (each row read, checked and placed: id, byte offset, line, category), then the
+The data file is indexed in ranges (each row read, checked and placed: id key, byte offset, line, category), then the
 predictions file is scored in ranges (each prediction read, joined to its data row through the index, which the
 workers share, and scored). The main process only cuts the files into ranges, merges what comes back in file order
-and keeps the tallies, so a second worker nearly doubles the rate. Ranges are cut by size alone, and results merged
-in their order, so the report is the same for any number of workers.
+and keeps the tallies (about a tenth of the work), so the rest is shared among the workers. Ranges are cut by size
+alone, and results merged in their order, so the report is the same for any number of workers.
 """
 
 from __future__ import annotations
