@@ -136,7 +136,8 @@ def _index_row(part: IndexPart, path: Path, line: bytes, offset: int, line_numbe
             return f"{label}: {required}: missing"
     try:
         gold = make_gold(row["tools"], row["answers"], row.get("possible_answers"), label)
-        gold.possible  # noqa: B018 -- read now so that a malformed possible_answers is reported before scoring
+        if gold.possible_answers is not None:  # derived from the gold calls they cannot be wrong: not worth building
+            gold.possible  # noqa: B018 -- read now so that a malformed possible_answers is reported before scoring
         tools = gold.tool_list
     except GoldError as error:
         return str(error)

@@ -250,6 +250,10 @@ def test_scorer_choices_come_from_the_reward_registry():
             r"row 1 \(id=a\): answers\[0\] must be an object",
         ),
         ('{"id": "a", "tools": {}, "answers": []}\n', r"row 1 \(id=a\): tools must be a list"),
+        (
+            '{"id": "a", "tools": [], "answers": [], "possible_answers": {}}\n',
+            r"\(id=a\): possible_answers must be a list",
+        ),
         ('{"id": "a", "tools": [], "answers": []}\n{"id": "a", "tools": [], "answers": []}\n', "duplicate of row 1"),
         ("\n\n", "no data rows"),
     ],
