@@ -35,8 +35,11 @@ GOAL = 0.5
 SIDES = ("tool_grpo", "trl")
 
 
-def build_trainers(recipe: Path, output_dir: str, steps: int, gold: bool) -> dict[str, Any]:
-    """Our trainer as `grpo-tools train` builds it from `recipe`, and trl's from the same settings."""
+def build_trainers(
+    recipe: Path, output_dir: str, steps: int, gold: bool, overrides: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Our trainer as `grpo-tools train` builds it from `recipe` (and `overrides`, flags as on the command line),
+    and trl's from the same settings."""
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer, TrlParser, get_peft_config
 
@@ -44,10 +47,10 @@ def build_trainers(recipe: Path, output_dir: str, steps: int, gold: bool) -> dic
     from grpo_tools.training import build_trainer
     from grpo_tools.training.configs import ModelConfig, ToolGRPOConfig, ToolScriptArguments, model_init_kwargs
 
-    overrides = ["--max_steps", str(steps), "--output_dir", f"{output_dir}/tool_grpo", "--disable_tqdm", "true"]
-    overrides += ["--gold_in_group", str(gold).lower()]
+    flags = ["--max_steps", str(steps), "--output_dir", f"{output_dir}/tool_grpo", "--disable_tqdm", "true"]
+    flags += ["--gold_in_group", str(gold).lower(), *overrides]
     parser = TrlParser((ToolScriptArguments, ToolGRPOConfig, ModelConfig))
-    script_args, ours, model_args = parser.parse_args_and_config(args=["--config", str(recipe), *overrides])
+    script_args, ours, model_args = parser.parse_args_and_config(args=["--config", str(recipe), *flags])
     os.chdir(ROOT)  # the recipe's paths are relative to the repository
     ours.model_init_kwargs = model_init_kwargs(ours, model_args)
     tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
@@ -57,6 +60,8 @@ def build_trainers(recipe: Path, output_dir: str, steps: int, gold: bool) -> dic
     grpo_fields = {field.name for field in dataclasses.fields(GRPOConfig) if field.init}
     recipe_settings = yaml.safe_load(recipe.read_text())
     settings = {key: value for key, value in recipe_settings.items() if key in grpo_fields}
+    overridden = {flag.removeprefix("--") for flag in overrides[::2]}
+    settings.update({key: getattr(ours, key) for key in overridden if key in grpo_fields})
     settings.update(
         output_dir=f"{output_dir}/trl", max_steps=steps, disable_tqdm=True, bf16=ours.bf16,
         model_init_kwargs=ours.model_init_kwargs, reward_weights=ours.reward_weights,
@@ -72,7 +77,9 @@ def build_trainers(recipe: Path, output_dir: str, steps: int, gold: bool) -> dic
     return {name: without_printer(trainer) for name, trainer in trainers.items()}
 
 
-def run(steps: int = 3, warmup: int = 1, threads: int | None = 1, gold: bool = False) -> dict[str, Any]:
+def run(
+    steps: int = 3, warmup: int = 1, threads: int | None = 1, gold: bool = False, overrides: tuple[str, ...] = ()
+) -> dict[str, Any]:
     import torch
 
     if steps <= warmup:
@@ -81,7 +88,7 @@ def run(steps: int = 3, warmup: int = 1, threads: int | None = 1, gold: bool = F
     if threads:
         torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as folder:
-        trainers = build_trainers(RECIPE, folder, steps, gold)
+        trainers = build_trainers(RECIPE, folder, steps, gold, overrides)
         load_before = os.getloadavg()[0]
         seconds = run_interleaved(trainers)
         load_after = os.getloadavg()[0]
@@ -118,8 +125,20 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     parser.add_argument("--gold", action="store_true", help="the recipe's gold turns in our groups (trl has none)")
     parser.add_argument("--output", default=str(RESULTS / "fastpath.json"))
+    parser.add_argument(
+        "--smoke",
+        metavar="MODEL",
+        help="the recipe on this model folder (the tiny model), 2 steps of 4 short completions: runs, figures mean "
+        "nothing",
+    )
     args = parser.parse_args()
-    result = run(steps=args.steps, warmup=args.warmup, threads=args.threads or None, gold=args.gold)
+    overrides: tuple[str, ...] = ()
+    if args.smoke:
+        args.steps, args.warmup = 2, 1
+        overrides = ("--model_name_or_path", args.smoke, "--per_device_train_batch_size", "4", "--num_generations",
+                     "2", "--max_completion_length", "8", "--max_train_rows", "16", "--lora_target_modules", "all-linear")  # fmt: skip
+    result = run(steps=args.steps, warmup=args.warmup, threads=args.threads or None, gold=args.gold,
+                 overrides=overrides)  # fmt: skip
     print(
         f"CPU fast path against trl: seconds per GRPO step, {result['recipe']}, {result['torch_threads']} torch "
         f"thread(s) ({result['cores_on_machine']} cores), steps interleaved, median of "

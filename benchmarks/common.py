@@ -137,6 +137,16 @@ def lora_config(rank: int = 32) -> Any:
     )
 
 
+def lora_model_args(rank: int = 32, **overrides: Any) -> Any:
+    """The same adapter as `lora_config` as model arguments, for `grpo_tools.training.build_trainer`."""
+    from grpo_tools.training.configs import ModelConfig
+
+    return ModelConfig(
+        use_peft=True, lora_r=rank, lora_alpha=2 * rank, lora_dropout=0.0, lora_target_modules=["all-linear"],
+        **overrides,
+    )  # fmt: skip
+
+
 def tool_reward_funcs() -> list[Any]:
     """The tiny recipe's reward functions, as plain callables with trl's signature."""
     from grpo_tools.rewards import get_reward_funcs

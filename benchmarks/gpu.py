@@ -37,13 +37,12 @@ from typing import Any
 from benchmarks.common import (
     RESULTS,
     REWARD_FUNCS,
+    TRAIN_DATA,
     build_sized_model,
     build_tiny,
     grpo_settings,
-    lora_config,
+    lora_model_args,
     quiet,
-    tool_reward_funcs,
-    train_dataset,
     without_printer,
     write_result,
 )
@@ -126,8 +125,9 @@ def run_backend(backend: str, model_dir: str, steps: int, warmup: int, smoke: bo
     import torch
     from transformers import AutoTokenizer
 
+    from grpo_tools.data.prompts import load_rows
+    from grpo_tools.training import build_trainer
     from grpo_tools.training.configs import ToolGRPOConfig
-    from grpo_tools.training.trainer import ToolGRPOTrainer
 
     quiet()
     cuda = torch.cuda.is_available() and not smoke
@@ -146,16 +146,10 @@ def run_backend(backend: str, model_dir: str, steps: int, warmup: int, smoke: bo
             generation_kwargs={"min_tokens": length},  # vLLM's name for min_new_tokens
         )
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    trainer = without_printer(
-        ToolGRPOTrainer(
-            model=model_dir,
-            reward_funcs=tool_reward_funcs(),
-            args=ToolGRPOConfig(**settings, reward_funcs=REWARD_FUNCS, kl_target=0.02),
-            train_dataset=train_dataset(tokenizer, limit=64 if smoke else None),  # smoke: less to check and load
-            processing_class=tokenizer,
-            peft_config=lora_config(),
-        )
-    )
+    rows = load_rows(TRAIN_DATA, 64 if smoke else None)  # smoke: less to check and load
+    args = ToolGRPOConfig(**settings, reward_funcs=REWARD_FUNCS, kl_target=0.02)
+    # The trainer `grpo-tools train` builds, from these settings and the tiny recipe's adapter and rewards
+    trainer = without_printer(build_trainer(model_dir, tokenizer, rows, args, lora_model_args()))
     clock = _timing_callback(cuda)
     trainer.add_callback(clock)
     generation_seconds: list[float] = []

@@ -30,11 +30,9 @@ def main() -> None:
     args = parser.parse_args()
     import torch
     from transformers import AutoTokenizer
-    from trl import get_peft_config
 
-    from grpo_tools.data.prompts import load_rows, prompt_dataset
-    from grpo_tools.training.configs import model_init_kwargs
-    from grpo_tools.training.trainer import ToolGRPOTrainer
+    from grpo_tools.data.prompts import load_rows
+    from grpo_tools.training import build_trainer
 
     quiet()
     torch.set_num_threads(1)
@@ -45,20 +43,14 @@ def main() -> None:
     overrides = ["--model_name_or_path", warm_dir, "--output_dir", str(work_dir / "probe-decision"), "--max_steps"]
     overrides += [str(args.max_steps), "--adaptive_kl", "false", "--beta", "0", "--logging_steps", "5"]
     overrides += ["--save_strategy", "no", "--disable_tqdm", "true", "--warmup_sft_epochs", "0"]
+    # The recipe's rewards give way to the probe's: tool_format stays at weight 0 (logged, trained on by nothing)
+    overrides += ["--reward_funcs", "tool_format", "--reward_weights", "0.0"]
     _, training_args, model_args = parse_recipe(RECIPE, overrides)
-    training_args.model_init_kwargs = model_init_kwargs(training_args, model_args)
-    training_args.reward_weights = None  # the recipe weighs its three tool rewards; the probe has one reward
     tokenizer = AutoTokenizer.from_pretrained(warm_dir)
-    trainer = without_printer(
-        ToolGRPOTrainer(
-            model=warm_dir,
-            reward_funcs=[no_call_reward],
-            args=training_args,
-            train_dataset=prompt_dataset(rows, tokenizer, with_gold=training_args.gold_in_group),
-            processing_class=tokenizer,
-            peft_config=get_peft_config(model_args),
-        )
-    )
+    # The trainer `grpo-tools train` builds from the recipe, with the probe's reward added at weight 1
+    trainer = build_trainer(warm_dir, tokenizer, rows, training_args, model_args)
+    trainer.add_reward_func(no_call_reward, 1.0)
+    trainer = without_printer(trainer)
     trainer.train()
     for entry in trainer.state.log_history:
         if "reward" in entry:

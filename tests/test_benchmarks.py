@@ -1,8 +1,9 @@
 """Tests for the training benchmarks under `benchmarks/`, at sizes that take seconds: the trainer comparison times
 interleaved steps of equal work and adapts only on our side, the memory configurations hold what they claim (one copy
 of the weights, or a second one as the reference), the GPU script's CPU smoke path writes its table's JSON, the
-learning plot draws every arm, the statistics they share are right, and the evaluation-generation benchmark times both
-sides on the same prompts."""
+learning plot draws every arm, the statistics they share are right, the evaluation-generation benchmark times both
+sides on the same prompts, and every benchmark `make bench` runs still runs, in its smallest configuration, to its
+result file."""
 
 import importlib
 import json
@@ -696,3 +697,59 @@ def test_eval_generation_bench_times_both_sides_on_the_same_prompts(tiny_model_d
     assert result["ratio"] == result["seconds"]["auto"] / result["seconds"]["off"]
     assert result["same_completions"] == 5  # the fast path writes generate's tokens
     assert result["mean_completion_tokens"] > 0 and 0 <= result["completions_at_the_limit"] <= 5
+
+
+# Every benchmark `make bench` runs, in its smallest configuration: seconds each, figures that mean nothing, but the
+# whole script run as `make bench` runs it, down to its result file. A refactor that breaks one fails here, not in the
+# next `make bench`. {tiny} is the tiny model's folder.
+SMOKE_ARGS = {
+    "bench_rewards": ["--completions", "100", "--repeats", "1"],
+    "bench_trainer": ["--smoke"],
+    "bench_fastpath": ["--smoke", "{tiny}"],
+    "bench_allocator": [],
+    "bench_memory": ["--sizes", "tiny", "--steps", "1"],
+    "bench_score": ["--rows", "3000", "--repeats", "1"],
+    "bench_bfcl": ["--groups", "1", "--repeats", "1", "--every", "40"],
+    "bench_bfcl_multi_turn": ["--every", "50", "--repeats", "1"],
+    "bench_tiny": ["--repeats", "1"],
+    "bench_eval_generation": ["--model", "{tiny}", "--data", "data/tool_calls_eval.jsonl", "--rows", "4",
+                              "--batch-size", "2", "--max-new-tokens", "4"],
+}  # fmt: skip
+NEEDS_BFCL = {"bench_bfcl", "bench_bfcl_multi_turn"}
+
+
+def make_bench_modules():
+    """The benchmark modules the Makefile's `bench` target runs, in its order."""
+    lines = (ROOT / "Makefile").read_text().split("\nbench: $(STAMP)\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    return [re.search(r"-m benchmarks\.(\w+)", line).group(1) for line in lines]
+
+
+def test_every_benchmark_of_make_bench_has_a_smoke_run():
+    assert make_bench_modules()[:2] == ["bench_rewards", "bench_trainer"]  # the target was found and read
+    assert sorted(make_bench_modules()) == sorted(SMOKE_ARGS)
+
+
+@pytest.mark.parametrize("module", list(SMOKE_ARGS))
+def test_benchmark_of_make_bench_runs_in_its_smallest_configuration(module, tiny_model_dir, tmp_path):
+    if module in NEEDS_BFCL:
+        pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed")
+    output = tmp_path / f"{module}.json"
+    args = [arg.replace("{tiny}", tiny_model_dir) for arg in SMOKE_ARGS[module]]
+    run = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{module}", *args, "--output", str(output)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(output.read_text())
+    assert isinstance(result, dict) and result
+    if module == "bench_score":  # both worker counts scored every row and wrote the same report
+        assert {row["rows"] for row in result["results"]} == {3000}
+        assert all(row["rows_per_second"] > 0 and row["peak_mb"] > 0 for row in result["results"])
+        assert list(result["identical_reports"].values()) == [True]
+    if module == "bench_bfcl":
+        assert result["cases"] > 0 and all(group["disagreements"] == 0 for group in result["groups"])
+    if module in ("bench_trainer", "bench_fastpath"):
+        assert set(result["sides"]) == {"tool_grpo", "trl"}

@@ -26,6 +26,8 @@ from types import TracebackType
 from typing import Any, TextIO
 
 from grpo_tools.data.bfcl_backends import check_bfcl_env
+from grpo_tools.data.jsonl import DataError, parse_jsonl_line
+from grpo_tools.data.jsonl import json_type as _json_type
 
 
 __all__ = [
@@ -45,10 +47,6 @@ CATEGORIES = ("simple", "multiple", "parallel", "parallel_multiple", "irrelevanc
 ROLES = ("system", "user", "assistant", "tool")
 
 
-class DataError(ValueError):
-    """Input that cannot be read as rows: a missing or unreadable file (the message names it), or one bad line."""
-
-
 def derive_category(answers: Sequence[Any], tools: Sized) -> str:
     """The category a row's gold calls and offered tools make, as data/README.md defines the categories.
 
@@ -66,35 +64,12 @@ def derive_category(answers: Sequence[Any], tools: Sized) -> str:
     return "parallel" if len(set(names)) == 1 else "parallel_multiple"
 
 
-def _json_type(value: Any) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
-
-
 def _read_lines(handle: Any) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
     with handle:
         for number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                yield number, DataError(f"not UTF-8 text (byte {error.start})")
-                continue
-            if number == 1:
-                line = line.removeprefix("\ufeff")  # a byte-order mark some editors write
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as error:
-                yield number, DataError(f"not valid JSON ({error.msg} at column {error.colno})")
-                continue
-            except RecursionError:
-                yield number, DataError("not valid JSON (nested too deeply)")
-                continue
-            if not isinstance(value, dict):
-                yield number, DataError(f"expected a JSON object, got {_json_type(value)}")
-                continue
-            yield number, value
+            row = parse_jsonl_line(raw, number)
+            if row is not None:
+                yield number, row
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any] | DataError]]:

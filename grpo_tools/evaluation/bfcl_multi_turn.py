@@ -21,7 +21,6 @@ from grpo_tools.data.bfcl_backends import check_bfcl_env
 from grpo_tools.data.converters.bfcl_multi_turn import ground_truth_problems
 from grpo_tools.data.rows import DataError, read_jsonl
 from grpo_tools.evaluation.bfcl_decoding import DECODERS, decode_result
-from grpo_tools.tools.bfcl_verdict import bfcl_verdict
 
 
 __all__ = ["is_bfcl_multi_turn", "score_bfcl_multi_turn"]
@@ -195,6 +194,9 @@ def score_bfcl_multi_turn(
     """
     if decoder not in DECODERS:
         raise ValueError(f"decoder {decoder!r} is not one of {', '.join(DECODERS)}")
+    # Imported here: the executor brings torch and transformers, which `grpo-tools score` on other rows never needs.
+    from grpo_tools.tools.bfcl_verdict import bfcl_verdict
+
     data, predictions = Path(data), Path(predictions)
     rows = _data_rows(data)
     notes: list[str] = []

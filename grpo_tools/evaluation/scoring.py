@@ -2,8 +2,9 @@
 
 Predictions (`{"id": ..., "completion": ...}` per line) are joined to data rows by `id`. The data file is indexed
 once (id -> byte offset, category), each gold row checked on the way, and predictions are streamed: memory grows with
-the number of ids, not the size of the files. Scoring is spread over worker processes in ordered chunks, so any
-number of workers gives the same report. The report layout is in docs/cli.md ("`grpo-tools score`").
+the number of ids, not the size of the files. Worker processes each read their own byte ranges of both files
+(`score_ranges`), and their results are merged in file order, so any number of workers gives the same report. The
+report layout is in docs/cli.md ("`grpo-tools score`").
 """
 
 from __future__ import annotations
@@ -14,127 +15,129 @@ import os
 import sys
 from array import array
 from collections import Counter
-from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from grpo_tools.data.rows import DataError, derive_category
-from grpo_tools.rewards import ERROR_KINDS, REWARDS, GoldError, make_gold, score_completion
+from grpo_tools.data.rows import DataError
+from grpo_tools.evaluation.score_ranges import (
+    ScoredPart,
+    index_range,
+    line_ranges,
+    read_id,
+    release_index,
+    score_range,
+    set_index,
+)
+from grpo_tools.rewards import ERROR_KINDS, REWARDS
 
 
 __all__ = ["SCORERS", "DataIndex", "index_data", "main", "score_files"]
 
 # `--scorer` names: the reward registry's names without their `tool_` prefix.
 SCORERS: dict[str, str] = {name.removeprefix("tool_"): name for name in REWARDS}
-_CHUNK_ROWS = 1_000
-# Below this many predictions, worker processes cost more to start than they save.
-_PARALLEL_THRESHOLD = 20_000
+# The byte ranges the workers read (whole lines): large enough that handing one over costs nothing next to scoring it,
+# small enough that every worker has many. Cut by size alone, so any number of workers merges the same ranges.
+_RANGE_BYTES = 1 << 20
+_WINDOW = 8  # ranges per worker merged at a time
+# Below this size of predictions file (about 20,000 predictions), worker processes cost more to start than they save.
+_PARALLEL_BYTES = 3 << 20
 _MAX_REPORTED = 20  # problems printed one per line before the rest are only counted
 
 
 @dataclass
 class DataIndex:
-    """Where each data row is, by id: its byte offset, its category, and whether a prediction has been scored."""
+    """Where each data row is, by id: its byte offset, line and category, in arrays of numbers (a few dozen bytes a
+    row, no object per row). Ids are found by their 64-bit key (`score_ranges.id_key`): `keys` sorted, `rows` the
+    row index of each, the row's own id compared on reading it."""
 
     path: Path
-    rows: dict[str, int]  # id -> row index (0-based)
+    keys: array  # id_key of every row's id, sorted
+    rows: array  # the row index (0-based, in file order) of each key
     offsets: array  # byte offset of each row's line
     line_numbers: array  # 1-based line number of each row, for messages
     categories: bytearray  # index into category_names, per row
     category_names: list[str]
 
+    def __len__(self) -> int:
+        return len(self.offsets)
 
-def _row_label(path: Path, line_number: int, row_id: Any = None) -> str:
-    return f"{path}: row {line_number}" + (f" (id={row_id})" if row_id is not None else "")
+
+def _pool(workers: int, initializer: Any = None, initargs: tuple = ()) -> Any:
+    import multiprocessing
+
+    return multiprocessing.get_context().Pool(workers, initializer, initargs)
 
 
-def index_data(path: str | os.PathLike[str]) -> DataIndex:
+def index_data(path: str | os.PathLike[str], workers: int = 1) -> DataIndex:
     """Read a canonical dataset once, checking every row can be scored; raise `DataError` listing the bad rows."""
     path = Path(path)
     try:
-        handle = path.open("rb")
+        path.open("rb").close()
     except FileNotFoundError:
         raise DataError(f"{path}: no such file") from None
     except OSError as error:
         raise DataError(f"{path}: cannot be read ({error.strerror or error})") from None
-    index = DataIndex(path, {}, array("q"), array("q"), bytearray(), [])
+    index = DataIndex(path, array("Q"), array("q"), array("q"), array("q"), bytearray(), [])
     category_codes: dict[str, int] = {}
-    problems: list[str] = []
-    offset = 0
-    with handle:
-        for line_number, line in enumerate(handle, start=1):
-            line_offset, offset = offset, offset + len(line)
-            if not line.strip():
-                continue
-            problem = _index_row(index, category_codes, line, line_offset, line_number)
-            if problem:
-                problems.append(problem)
-    if problems:
+    keys = array("Q")
+    found: list[tuple[int, str]] = []
+    tasks = [(str(path), *task) for task in line_ranges(path, _RANGE_BYTES)]
+    with ExitStack() as stack:
+        pool = stack.enter_context(_pool(workers)) if workers > 1 and len(tasks) > 1 else None
+        for part in pool.imap(index_range, tasks) if pool else map(index_range, tasks):
+            found += part.problems
+            keys += part.keys
+            index.offsets += part.offsets
+            index.line_numbers += part.line_numbers
+            for category in part.categories:
+                if category not in category_codes:
+                    category_codes[category] = len(index.category_names)
+                    index.category_names.append(category)
+                index.categories.append(category_codes[category])
+    found += _sort_keys(index, keys)
+    if found:
+        problems = [message for _, message in sorted(found, key=lambda item: item[0])]
         shown = "\n".join(problems[:_MAX_REPORTED])
         more = f"\n... and {len(problems) - _MAX_REPORTED} more" if len(problems) > _MAX_REPORTED else ""
         raise DataError(
             f"{shown}{more}\n{len(problems)} data row(s) cannot be scored; `grpo-tools check-data {path}` lists every"
             " problem"
         )
-    if not index.rows:
+    if not len(index):
         raise DataError(f"{path}: no data rows")
     return index
 
 
-def _index_row(index: DataIndex, codes: dict[str, int], line: bytes, offset: int, line_number: int) -> str | None:
-    """Add one data line to the index; return a message naming the row and field when it cannot be scored."""
-    try:
-        row = json.loads(line)
-    except ValueError as error:
-        return f"{_row_label(index.path, line_number)}: not valid JSON ({error})"
-    if not isinstance(row, dict):
-        return f"{_row_label(index.path, line_number)}: expected a JSON object"
-    row_id = row.get("id")
-    if row_id is None:
-        return f"{_row_label(index.path, line_number)}: id: missing"
-    label = _row_label(index.path, line_number, row_id)
-    for required in ("tools", "answers"):
-        if required not in row:
-            return f"{label}: {required}: missing"
-    try:
-        gold = make_gold(row["tools"], row["answers"], row.get("possible_answers"), label)
-        gold.possible  # noqa: B018 -- read now so that a malformed possible_answers is reported before scoring
-        tools = gold.tool_list
-    except GoldError as error:
-        return str(error)
-    key = str(row_id)
-    if key in index.rows:
-        first = index.line_numbers[index.rows[key]]
-        return f"{label}: id: duplicate of row {first}; ids must be unique to join predictions"
-    category = row.get("category") or derive_category(gold.calls, tools)
-    if category not in codes:
-        codes[category] = len(index.category_names)
-        index.category_names.append(category)
-    index.rows[key] = len(index.offsets)
-    index.offsets.append(offset)
-    index.line_numbers.append(line_number)
-    index.categories.append(codes[category])
-    return None
+def _sort_keys(index: DataIndex, keys: array) -> list[tuple[int, str]]:
+    """Put the rows' keys in order in the index; return a message for each row whose id an earlier row has."""
+    import numpy as np
 
-
-def _score_chunk(task: tuple[str, list[tuple[bytes, Any, str]]]) -> list[tuple[float, tuple[str, ...], str | None]]:
-    """Score `(data line, completion, row label)` items under one reward; runs in worker processes."""
-    reward, items = task
-    results = []
-    for data_line, completion, label in items:
-        row = json.loads(data_line)
-        try:
-            # The rewards' own path: the completion is read with the row's tools, which Qwen3-Coder's values need.
-            gold = make_gold(row["tools"], row["answers"], row.get("possible_answers"), label)
-            verdict = score_completion(reward, completion, gold)
-        except GoldError as error:  # a tool list only this scorer reads (e.g. an invalid schema): report, score 0
-            results.append((0.0, (), str(error)))
-            continue
-        results.append((verdict.score, verdict.errors, None))
-    return results
+    order = np.argsort(np.frombuffer(keys, dtype=np.uint64), kind="stable")  # equal keys in file order
+    ordered = np.frombuffer(keys, dtype=np.uint64)[order]
+    index.rows.frombytes(memoryview(order.astype(np.int64, copy=False)).cast("B"))  # no intermediate copy
+    index.keys.frombytes(memoryview(ordered).cast("B"))
+    del order
+    repeated = np.flatnonzero(ordered[1:] == ordered[:-1]).tolist()  # the same id, or (rarely) two ids' keys collide
+    runs: list[list[int]] = []
+    for position in repeated:
+        if runs and runs[-1][-1] == position:
+            runs[-1].append(position + 1)
+        else:
+            runs.append([position, position + 1])
+    duplicates = []
+    with index.path.open("rb") as handle:
+        for run in runs:
+            first: dict[str, int] = {}
+            for row in sorted(index.rows[position] for position in run):
+                row_id, line = read_id(handle, index.offsets[row]), index.line_numbers[row]
+                if row_id in first:
+                    message = f"{index.path}: row {line} (id={row_id}): id: duplicate of row {first[row_id]}; ids must"
+                    duplicates.append((line, message + " be unique to join predictions"))
+                else:
+                    first[row_id] = line
+    return duplicates
 
 
 @dataclass
@@ -151,42 +154,8 @@ class _Tally:
         totals[0] += 1
         totals[1] += score >= 1.0
         totals[2] += score
-        self.errors.update(set(errors))  # rows with each error kind
-
-
-def _count_lines(path: Path) -> int:
-    with path.open("rb") as handle:
-        return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
-
-
-def _predictions(path: Path, index: DataIndex, tally: _Tally, seen: bytearray, notes: list[str]) -> Iterator[tuple]:
-    """Readable, joined, first predictions as `(row index, completion)`; the rest are counted and noted."""
-    from grpo_tools.data.rows import read_jsonl
-
-    for line_number, row in read_jsonl(path):
-        if isinstance(row, DataError):
-            tally.rows["unreadable"] += 1
-            notes.append(f"{path}: row {line_number}: {row}")
-            continue
-        if "id" not in row or "completion" not in row:
-            tally.rows["unreadable"] += 1
-            missing = "id" if "id" not in row else "completion"
-            notes.append(f"{path}: row {line_number}: {missing}: missing")
-            continue
-        tally.rows["predictions"] += 1
-        row_index = index.rows.get(str(row["id"]))
-        if row_index is None:
-            tally.rows["unmatched_prediction"] += 1
-            notes.append(f"{path}: row {line_number} (id={row['id']}): no data row has this id")
-            continue
-        if seen[row_index]:
-            tally.rows["duplicate_prediction"] += 1
-            notes.append(
-                f"{path}: row {line_number} (id={row['id']}): a second prediction for this id; the first is scored"
-            )
-            continue
-        seen[row_index] = 1
-        yield row_index, row["completion"]
+        if errors:
+            self.errors.update(set(errors))  # rows with each error kind
 
 
 def score_files(
@@ -201,77 +170,91 @@ def score_files(
 
     `workers=None` uses every core when there are many predictions; any number gives the same report.
     """
-    import multiprocessing
-
     from tqdm import tqdm
 
     reward = SCORERS[scorer]
-    index = index_data(data)
     predictions = Path(predictions)
+    if workers is None:
+        many = predictions.is_file() and predictions.stat().st_size >= _PARALLEL_BYTES
+        workers = (os.cpu_count() or 1) if many else 1
+    index = index_data(data, workers)
     if not predictions.is_file():
         raise DataError(f"{predictions}: no such file")
-    total_lines = _count_lines(predictions)
-    if workers is None:
-        workers = (os.cpu_count() or 1) if total_lines >= _PARALLEL_THRESHOLD else 1
+    tasks = list(line_ranges(predictions, _RANGE_BYTES))
+    total_lines = sum(1 for _ in _lines_of(predictions, tasks))
     tally, notes = _Tally(), []
-    seen = bytearray(len(index.offsets))
+    seen = bytearray(len(index))
     cleanup = ExitStack()
     try:
         # The ExitStack closes it (with the progress bar and the pool) however scoring ends.
         per_row_handle = cleanup.enter_context(Path(per_row).open("w", encoding="utf-8")) if per_row else None  # noqa: SIM115
     except OSError as error:
         raise DataError(f"{per_row}: cannot be written ({error.strerror or error})") from None
-    ids = {row_index: row_id for row_id, row_index in index.rows.items()} if per_row else {}
 
-    def record(row_index: int, score: float, errors: tuple[str, ...] | list[str]) -> None:
+    def record(row_index: int, score: float, errors: tuple[str, ...] | list[str], row_id: str) -> None:
         category = index.category_names[index.categories[row_index]]
         tally.add(category, score, errors)
         if per_row_handle:
-            verdict = {"id": ids[row_index], "category": category, "score": score, "correct": score >= 1.0}
+            verdict = {"id": row_id, "category": category, "score": score, "correct": score >= 1.0}
             per_row_handle.write(json.dumps({**verdict, "errors": list(errors)}) + "\n")
-
-    def chunks() -> Iterator[tuple[list[int], tuple[str, list]]]:
-        rows: list[int] = []
-        items: list[tuple[bytes, Any, str]] = []
-        with index.path.open("rb") as data_handle:
-            for row_index, completion in _predictions(predictions, index, tally, seen, notes):
-                data_handle.seek(index.offsets[row_index])
-                label = f"{index.path}: row {index.line_numbers[row_index]}"
-                rows.append(row_index)
-                items.append((data_handle.readline(), completion, label))
-                if len(rows) == _CHUNK_ROWS:
-                    yield rows, (reward, items)
-                    rows, items = [], []
-        if rows:
-            yield rows, (reward, items)
 
     bar = cleanup.enter_context(
         tqdm(total=total_lines, unit="rows", desc="scoring", disable=not progress or None, file=sys.stderr)
     )
-    pool = cleanup.enter_context(multiprocessing.get_context().Pool(workers)) if workers > 1 else None
+    state = (index, str(predictions), reward)
+    pool = cleanup.enter_context(_pool(workers, set_index, state)) if workers > 1 and len(tasks) > 1 else None
+    if pool is None:
+        set_index(*state)
+        cleanup.callback(release_index)
     with cleanup:
-        source = chunks()
-        while True:
-            # A bounded window of chunks at a time: Pool.imap alone would read the whole file ahead into memory.
-            window = list(islice(source, workers * 4))
-            if not window:
-                break
-            tasks = [task for _, task in window]
-            results = pool.imap(_score_chunk, tasks) if pool else map(_score_chunk, tasks)
-            for (rows, _), chunk_results in zip(window, results, strict=True):
-                for row_index, (score, errors, gold_error) in zip(rows, chunk_results, strict=True):
-                    if gold_error:
-                        tally.invalid_data.append(gold_error)
-                    record(row_index, score, errors)
-                bar.update(len(rows))
-        for row_index in (i for i, done in enumerate(seen) if not done):
-            tally.rows["missing_prediction"] += 1
-            record(row_index, 0.0, ["missing_prediction"])
+        # A bounded window of ranges at a time, so that results never pile up in memory ahead of the merge.
+        for start in range(0, len(tasks), _WINDOW * workers):
+            window = tasks[start : start + _WINDOW * workers]
+            for part in pool.imap(score_range, window) if pool else map(score_range, window):
+                _merge(part, index, tally, seen, notes, record, predictions)
+                bar.update(part.lines)
+        with index.path.open("rb") as handle:
+            for row_index in (i for i, done in enumerate(seen) if not done):
+                tally.rows["missing_prediction"] += 1
+                row_id = read_id(handle, index.offsets[row_index]) if per_row_handle else ""
+                record(row_index, 0.0, ["missing_prediction"], row_id)
     return _report(reward, index, predictions, tally), notes + tally.invalid_data
 
 
+def _lines_of(path: Path, tasks: list[tuple[int, int, int]]) -> range:
+    """The lines of the file the ranges cover (its last line counted even without a newline)."""
+    if not tasks:
+        return range(0)
+    start, end, first = tasks[-1]
+    with path.open("rb") as handle:
+        handle.seek(start)
+        block = handle.read(end - start)
+    return range(first - 1 + block.count(b"\n") + (not block.endswith(b"\n")))
+
+
+def _merge(part: ScoredPart, index: DataIndex, tally: _Tally, seen: bytearray, notes: list[str], record: Any,
+           predictions: Path) -> None:  # fmt: skip
+    """Add one range's results in file order: a second prediction for a row is counted and noted, never scored."""
+    tally.rows["predictions"] += part.predictions
+    tally.rows["unreadable"] += part.unreadable
+    tally.rows["unmatched_prediction"] += part.unmatched
+    found = list(part.notes)
+    for position, row_index in enumerate(part.rows):
+        if seen[row_index]:
+            tally.rows["duplicate_prediction"] += 1
+            number, row_id = part.line_numbers[position], part.ids[position]
+            found.append((number, f"{predictions}: row {number} (id={row_id}): a second prediction for this id; the "
+                                  "first is scored"))  # fmt: skip
+            continue
+        seen[row_index] = 1
+        if position in part.gold_errors:
+            tally.invalid_data.append(part.gold_errors[position])
+        record(row_index, part.scores[position], part.errors[position], part.ids[position])
+    notes += [message for _, message in sorted(found, key=lambda item: item[0])]
+
+
 def _report(reward: str, index: DataIndex, predictions: Path, tally: _Tally) -> dict[str, Any]:
-    data_rows = len(index.offsets)
+    data_rows = len(index)
     rows = {"data": data_rows, "predictions": tally.rows["predictions"]}
     rows["scored"] = data_rows - tally.rows["missing_prediction"]
     for key in ("missing_prediction", "unmatched_prediction", "duplicate_prediction", "unreadable"):

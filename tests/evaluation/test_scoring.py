@@ -134,6 +134,60 @@ def test_workers_give_the_same_report_and_rows(tmp_path):
     assert (tmp_path / "one.jsonl").read_text() == (tmp_path / "two.jsonl").read_text()
 
 
+def test_workers_reading_their_own_ranges_give_byte_identical_reports_notes_and_rows(tmp_path, monkeypatch):
+    """Ranges of a few hundred bytes, so that each file is cut into many: a row's second prediction in a later range
+    than its first, unreadable and unmatched lines, blank lines and a byte-order mark, a last line without a newline.
+    One worker and two write the same bytes, the notes come in file order, and each prediction is counted once."""
+    import grpo_tools.evaluation.scoring as scoring
+
+    monkeypatch.setattr(scoring, "_RANGE_BYTES", 300)
+    data, predictions = tmp_path / "data.jsonl", tmp_path / "pred.jsonl"
+    rows = [{**DATA[i % len(DATA)], "id": f"r{i}"} for i in range(60)]
+    data.write_bytes(
+        b"\xef\xbb\xbf" + "".join(json.dumps(row) + "\n" + "\n" * (i == 7) for i, row in enumerate(rows)).encode()
+    )
+    lines = [json.dumps({"id": f"r{i}", "completion": PREDICTIONS[i % 5]["completion"]}) for i in range(55)]
+    lines[20:20] = ["{not json", "", json.dumps({"id": "r3", "completion": "again"}), json.dumps({"id": 5})]
+    lines[40:40] = [json.dumps({"id": "ghost", "completion": "x"}), json.dumps({"id": "r50", "completion": "early"})]
+    predictions.write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode())  # no newline after the last line
+    outputs = {}
+    for workers in (1, 2):
+        report, notes = score_files(data, predictions, "partial", workers=workers, per_row=tmp_path / f"{workers}.jsonl",
+                                    progress=False)  # fmt: skip
+        outputs[workers] = (json.dumps(report, indent=2), notes, (tmp_path / f"{workers}.jsonl").read_bytes())
+    assert outputs[1] == outputs[2]
+    report, notes = json.loads(outputs[1][0]), outputs[1][1]
+    assert report["rows"] == {"data": 60, "predictions": 58, "scored": 55, "missing_prediction": 5,
+                              "unmatched_prediction": 1, "duplicate_prediction": 2, "unreadable": 2,
+                              "invalid_data": 0}  # fmt: skip
+    assert [note.split(": ", 2)[1] for note in notes] == ["row 21", "row 23 (id=r3)", "row 24", "row 41 (id=ghost)",
+                                                          "row 57 (id=r50)"]  # fmt: skip
+    assert notes[1].endswith("a second prediction for this id; the first is scored")
+    assert notes[4].endswith("a second prediction for this id; the first is scored")  # the later one, in file order
+    per_row = [json.loads(line) for line in outputs[1][2].splitlines()]
+    assert len(per_row) == 60 and {row["id"] for row in per_row} == {f"r{i}" for i in range(60)}
+    assert next(row for row in per_row if row["id"] == "r50")["score"] == 0.0  # "early", not r50's own completion
+
+
+def test_ids_whose_keys_collide_are_still_told_apart(files, tmp_path, monkeypatch):
+    """The index holds 64-bit keys of the ids, not the ids: with a key that collides for most ids, the report, notes
+    and verdicts are the same as with the real one, and a repeated id is still found."""
+    import grpo_tools.evaluation.score_ranges as score_ranges
+
+    data, predictions = files
+    reports = []
+    for _ in range(2):
+        report, notes = score_files(data, predictions, "exact", workers=1, per_row=tmp_path / "rows.jsonl",
+                                    progress=False)  # fmt: skip
+        reports.append((report, notes, (tmp_path / "rows.jsonl").read_text()))
+        monkeypatch.setattr(score_ranges, "id_key", lambda row_id: len(str(row_id)) % 2)
+    assert reports[0] == reports[1]
+    assert reports[1][0]["rows"]["unmatched_prediction"] == 1 and reports[1][0]["rows"]["duplicate_prediction"] == 1
+    data.write_text(data.read_text() + json.dumps({**DATA[0], "id": "c"}) + "\n")
+    with pytest.raises(DataError, match=r"row 7 \(id=c\): id: duplicate of row 3"):
+        index_data(data)
+
+
 def test_cli_prints_tables_and_writes_the_report(files, tmp_path, capsys):
     data, predictions = files
     output = tmp_path / "out" / "report.json"
@@ -196,6 +250,10 @@ def test_scorer_choices_come_from_the_reward_registry():
             r"row 1 \(id=a\): answers\[0\] must be an object",
         ),
         ('{"id": "a", "tools": {}, "answers": []}\n', r"row 1 \(id=a\): tools must be a list"),
+        (
+            '{"id": "a", "tools": [], "answers": [], "possible_answers": {}}\n',
+            r"\(id=a\): possible_answers must be a list",
+        ),
         ('{"id": "a", "tools": [], "answers": []}\n{"id": "a", "tools": [], "answers": []}\n', "duplicate of row 1"),
         ("\n\n", "no data rows"),
     ],
@@ -205,6 +263,24 @@ def test_bad_data_gets_one_clear_message(tmp_path, content, message):
     data.write_text(content)
     with pytest.raises(DataError, match=message):
         index_data(data)
+
+
+def test_bad_data_rows_are_listed_in_file_order_whatever_the_workers(tmp_path, monkeypatch):
+    import grpo_tools.evaluation.scoring as scoring
+
+    monkeypatch.setattr(scoring, "_RANGE_BYTES", 200)
+    good = [json.dumps({**DATA[i % len(DATA)], "id": f"r{i}"}) for i in range(30)]
+    good[3], good[12], good[25] = "not json", json.dumps({"tools": [], "answers": []}), good[1]  # r1 again
+    data = tmp_path / "data.jsonl"
+    data.write_text("\n".join(good) + "\n")
+    messages = []
+    for workers in (1, 2):
+        with pytest.raises(DataError) as error:
+            index_data(data, workers)
+        messages.append(str(error.value))
+    assert messages[0] == messages[1]
+    assert [line.split(": ", 2)[1] for line in messages[0].splitlines()[:3]] == ["row 4", "row 13", "row 26 (id=r1)"]
+    assert "row 26 (id=r1): id: duplicate of row 2" in messages[0]
 
 
 def test_bad_input_exits_2_without_a_traceback(tmp_path, capsys):
