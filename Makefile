@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install test test-slow test-min-versions quality style bench bench-learning bench-learning-mapping \
-	bench-learning-tiny train train-mapping train-tiny eval-bfcl eval-bfcl-ast clean
+	bench-learning-tiny train train-mapping train-tiny train-mcp eval-bfcl eval-bfcl-ast clean
 
 install: $(STAMP)
 
@@ -68,6 +68,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_trainer
 	$(BIN)/python -m benchmarks.bench_fastpath
 	$(BIN)/python -m benchmarks.bench_allocator
+	$(BIN)/python -m benchmarks.bench_mcp
 	$(BIN)/python -m benchmarks.bench_memory
 	$(BIN)/python -m benchmarks.bench_score --rows 200000 1000000
 	$(BIN)/python -m benchmarks.bench_bfcl
@@ -112,6 +113,17 @@ train: $(BFCL_TASK)/manifest.json $(BFCL_BASE)/eval/base_rows.jsonl
 train-mapping: $(SMOLLM2)/config.json
 	rm -rf outputs/smollm2-grpo
 	$(BIN)/grpo-tools train --config recipes/SmolLM2-135M-Instruct/grpo/cpu.yaml
+
+# A user's own MCP server (docs/mcp.md): SmolLM2 on requests to mcp-server-git, on a fresh copy of a small repository
+# for every rollout (tasks/mcp_git.py builds the template, the server's tools and the train/dev/test rows).
+MCP_TASK := outputs/mcp-git
+$(MCP_TASK)/train.jsonl: $(STAMP) tasks/mcp_git.py
+	rm -rf $(MCP_TASK)
+	$(BIN)/python -m tasks.mcp_git --out $(MCP_TASK)
+
+train-mcp: $(SMOLLM2)/config.json $(MCP_TASK)/train.jsonl
+	rm -rf outputs/smollm2-mcp
+	$(BIN)/grpo-tools train --config recipes/SmolLM2-135M-Instruct/grpo/mcp.yaml
 
 TINY := outputs/tiny-model
 $(TINY)/config.json: $(STAMP) tasks/tiny_model.py

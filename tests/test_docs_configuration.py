@@ -1,5 +1,5 @@
 """docs/configuration.md names every field that grpo-tools' configuration classes declare (`ToolGRPOConfig`, the
-`DecisionArguments` it inherits, and `ToolScriptArguments`, beyond what they take from trl), so a new setting cannot
+`DecisionArguments` and `MCPArguments` it inherits, and `ToolScriptArguments`, beyond what they take from trl), so a new setting cannot
 ship undocumented."""
 
 import inspect
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_tools.tools.mcp_config import MCPArguments
 from grpo_tools.training.configs import ToolGRPOConfig, ToolScriptArguments
 from grpo_tools.training.decision_args import DecisionArguments
 
@@ -15,7 +16,9 @@ PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
 
 @pytest.mark.parametrize(
-    "config", [ToolGRPOConfig, DecisionArguments, ToolScriptArguments], ids=lambda config: config.__name__
+    "config",
+    [ToolGRPOConfig, DecisionArguments, MCPArguments, ToolScriptArguments],
+    ids=lambda config: config.__name__,
 )
 def test_every_field_grpo_tools_declares_is_documented(config):
     text = PAGE.read_text(encoding="utf-8")

@@ -187,6 +187,9 @@ class ToolEnvironment:
         from the signatures), or, for an environment whose schemas come from elsewhere (an MCP server), the schemas."""
         return list(self._tools().values())
 
+    def _close(self) -> None:
+        """Release what the environment holds outside Python (an MCP server, its working copy); nothing here."""
+
     def _call(self, name: str, function: Callable[..., Any], arguments: dict[str, Any]) -> str:
         start = time.perf_counter()
         problems = validate_arguments(self._tool_specs[name], arguments)

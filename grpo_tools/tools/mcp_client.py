@@ -29,6 +29,7 @@ import os
 import shlex
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import uuid
@@ -167,8 +168,10 @@ class MCPConnection:
         env = {key: self._substitute(value) for key, value in self.server.env.items()}
         env[_MARK] = self._mark
         # The server's own environment starts from ours (PATH, a virtual environment), then the recipe's.
-        # Found where we run, not in the working copy it runs in
-        found = shutil.which(self.server.command[0])
+        # Found where we run, not in the working copy it runs in: on PATH, else beside our own interpreter (a console
+        # script installed in the same virtual environment, run without activating it)
+        program = self.server.command[0]
+        found = shutil.which(program) or shutil.which(program, path=str(Path(sys.executable).parent))
         parameters = StdioServerParameters(
             command=os.path.abspath(found) if found else self.server.command[0],
             args=[self._substitute(argument) for argument in self.server.command[1:]],

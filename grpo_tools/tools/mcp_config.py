@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from grpo_tools.tools.mcp_client import MCPLimits, MCPServer, MCPStartError, list_server_tools
+from grpo_tools.tools.mcp_client import MCPLimits, MCPServer, MCPStartError
 from grpo_tools.tools.mcp_env import MCP_ENVIRONMENT, MCPSettings, configure_mcp
 
 
@@ -46,6 +46,10 @@ class MCPArguments:
             "help": "Folder copied afresh into every rollout's working copy before it starts (a stateful server's "
             "repository, database, files); needs mcp_command."
         },
+    )
+    mcp_tools: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Only these tools of the server are offered and callable (all of them when empty)."},
     )
     mcp_restart_each_rollout: bool = field(
         default=False,
@@ -82,7 +86,9 @@ class MCPArguments:
         for item in self.mcp_env:
             if "=" not in item:
                 raise ValueError(f"mcp_env entries are KEY=VALUE, got {item!r}")
-        self.mcp_settings()  # the limits, the template folder
+        MCPLimits(self.mcp_call_timeout, self.mcp_start_timeout, self.mcp_max_calls, self.mcp_max_result_chars)
+        if self.mcp_template and self.mcp_url:
+            raise ValueError("mcp_template needs a server started by a command (mcp_command), not a url")
 
     def mcp_settings(self) -> MCPSettings | None:
         """The server these keys name, or None when they name none."""
@@ -95,7 +101,14 @@ class MCPArguments:
         limits = MCPLimits(
             self.mcp_call_timeout, self.mcp_start_timeout, self.mcp_max_calls, self.mcp_max_result_chars
         )
-        return MCPSettings(server, limits, self.mcp_template, self.mcp_restart_each_rollout, self.mcp_state_check)
+        return MCPSettings(
+            server,
+            limits,
+            self.mcp_template,
+            self.mcp_restart_each_rollout,
+            self.mcp_state_check,
+            tuple(self.mcp_tools),
+        )
 
 
 def read_mcp_arguments(recipe: str | Path) -> MCPArguments:
@@ -123,7 +136,7 @@ def prepare_mcp(arguments: MCPArguments | str | Path | None, rows: list[dict[str
         return False
     if arguments is not None and not isinstance(arguments, MCPArguments):
         arguments = read_mcp_arguments(arguments)
-    settings = arguments.mcp_settings() if arguments is not None else None
+    settings = arguments.mcp_settings() if arguments is not None else None  # the template folder is checked here
     if settings is None:
         raise ValueError("rows name the `mcp` environment but no MCP server is set: give mcp_command or mcp_url")
     try:
@@ -188,20 +201,8 @@ def mcp_tools_main(argv: list[str]) -> int:
 
 
 def _tools(settings: MCPSettings) -> list[dict[str, Any]]:
-    import shutil
-    import tempfile
-
-    from grpo_tools.tools.mcp_env import _copy_template
-
-    if settings.template is None:
-        return sorted(list_server_tools(settings.server, settings.limits), key=lambda tool: tool["function"]["name"])
-    workdir = Path(tempfile.mkdtemp(prefix="grpo-tools-mcp-"))
-    try:
-        _copy_template(Path(settings.template), workdir)
-        tools = list_server_tools(settings.server, settings.limits, workdir)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return sorted(tools, key=lambda tool: tool["function"]["name"])
+    """The tools rows offer: the server's (on a copy of the template), those of `mcp_tools` only, sorted by name."""
+    return configure_mcp(settings).tool_schemas()
 
 
 def _check(path: str, settings: MCPSettings) -> int:

@@ -20,7 +20,9 @@ from __future__ import annotations
 import atexit
 import importlib
 import json
+import os
 import shutil
+import sys
 import tempfile
 import weakref
 from collections.abc import Callable
@@ -36,6 +38,7 @@ from grpo_tools.tools.mcp_client import MCPConnection, MCPLimits, MCPServer, MCP
 __all__ = ["MCP_ENVIRONMENT", "MCPEnvironment", "MCPSettings", "MCPStartError", "configure_mcp", "load_state_check"]
 
 MCP_ENVIRONMENT = "mcp"  # the `env.name` rows give
+_JSON_COLUMNS = ("env", "tools", "answers", "possible_answers", "expected")
 _LIVE: weakref.WeakSet[MCPEnvironment] = weakref.WeakSet()
 
 
@@ -44,7 +47,8 @@ class MCPSettings:
     """Everything about the server a run trains or evaluates against (from the recipe's `mcp_*` keys).
 
     `template`: a folder copied into every rollout's working copy (`{workdir}` in the command and env); `state_check`:
-    `module:function`, the user's `check(workdir: Path, row: dict) -> float` run on the working copy after a rollout.
+    `module:function`, the user's `check(workdir: Path, row: dict) -> float` run on the working copy after a rollout;
+    `tools`: the only tools of the server offered and callable (all of them when empty).
     """
 
     server: MCPServer
@@ -52,6 +56,7 @@ class MCPSettings:
     template: str | None = None
     restart_each_rollout: bool = False
     state_check: str | None = None
+    tools: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.template is not None and not Path(self.template).is_dir():
@@ -61,10 +66,13 @@ class MCPSettings:
 
 
 def load_state_check(reference: str) -> Callable[[Path, dict[str, Any]], float]:
-    """The user's state-check function from `module:function` (imported, never evaluated as text)."""
+    """The user's state-check function from `module:function`, imported (from the current directory too), never
+    evaluated as text."""
     module_name, _, function_name = reference.partition(":")
     if not module_name or not function_name:
         raise ValueError(f"mcp_state_check must be module:function, got {reference!r}")
+    if os.getcwd() not in sys.path:  # the user's module, from where they run (a console script's path lacks it)
+        sys.path.append(os.getcwd())
     try:
         function = getattr(importlib.import_module(module_name), function_name)
     except (ImportError, AttributeError) as error:
@@ -109,7 +117,9 @@ class MCPEnvironment(ToolEnvironment):
     def reset(self, env: Any = None, **row: Any) -> None:
         """Start a rollout: a fresh working copy in the same folder (and, if asked, a fresh server)."""
         super().reset(env=env, **row)
-        self._row = {"env": env, **row}
+        # The row as the state check reads it: trl passes the JSON columns as text (`multi_turn_dataset`)
+        self._row = {key: json.loads(value) if key in _JSON_COLUMNS and isinstance(value, str) else value
+                     for key, value in {"env": env, **row}.items()}  # fmt: skip
         settings = type(self).settings
         if self.workdir is not None:
             _copy_template(Path(settings.template), self.workdir)
@@ -186,6 +196,12 @@ def configure_mcp(settings: MCPSettings) -> type[MCPEnvironment]:
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
     schemas = {tool.name: tool_schema(tool) for tool in tools}
+    unknown = sorted(set(settings.tools) - set(schemas))
+    if unknown:
+        raise ValueError(f"mcp_tools: the server {settings.server.describe()} has no tools {unknown}; it has "
+                         f"{sorted(schemas)}")  # fmt: skip
+    if settings.tools:
+        schemas = {name: schema for name, schema in schemas.items() if name in settings.tools}
     refused = [name for name in schemas if name in ("reset", "get_reward") or name.startswith("_")]
     if refused:
         raise ValueError(f"MCP server {settings.server.describe()}: tools {refused} cannot be offered through trl's "

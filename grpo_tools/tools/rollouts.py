@@ -247,6 +247,6 @@ def evaluate_multi_turn(
     if checks:  # an MCP server's state check of each rollout's working copy (`grpo_tools.tools.mcp_env`)
         report["state_check"] = sum(checks) / len(checks)
     for rollout in rollouts:  # an MCP environment's server and working copy go now, not at exit
-        getattr(rollout.environment, "_close", lambda: None)()
+        rollout.environment._close()
     (output_dir / f"{label}_report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report

@@ -151,8 +151,9 @@ def test_a_real_servers_tools_reach_the_prompt_and_its_answers_the_model(tiny_mo
 
 def test_arguments_are_validated_before_the_server_sees_them_and_limits_hold(tmp_path):
     log = tmp_path / "calls.jsonl"
+    (tmp_path / "empty").mkdir()  # the server writes its notes in its working copy
     settings = MCPSettings(MCPServer(command=FAKE_SERVER, env={"FAKE_MCP_LOG": str(log)}),
-                           MCPLimits(max_calls=4, max_result_chars=10))  # fmt: skip
+                           MCPLimits(max_calls=4, max_result_chars=10), template=str(tmp_path / "empty"))  # fmt: skip
     environment = configure_mcp(settings)()
     environment.reset(env={"name": "mcp"})
     refused = json.loads(environment.count(amount="three"))
@@ -311,3 +312,23 @@ def test_mcp_tools_lists_a_servers_tools_as_rows_carry_them_and_checks_rows(tmp_
     assert mcp_tools_main(["--config", str(recipe), "--check", str(rows)]) == 1
     captured = capsys.readouterr()
     assert "2 rows, 3 problems" in captured.out and "id=bad" in captured.err and "id=good" not in captured.err
+
+
+INTERRUPTED = """
+import os, signal, sys, time
+from grpo_tools.tools.mcp_client import MCPServer
+from grpo_tools.tools.mcp_env import MCPSettings, configure_mcp
+environment = configure_mcp(MCPSettings(MCPServer(command=tuple(sys.argv[1:]))))()
+print(environment.connection.pid, flush=True)
+os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of a run
+time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_leaves_no_server_behind():
+    result = subprocess.run([sys.executable, "-c", INTERRUPTED, *FAKE_SERVER], capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert result.returncode != 0 and "KeyboardInterrupt" in result.stderr
+    pid = int(result.stdout.split()[0])
+    assert _gone(pid), "the server outlived the interrupted run"
