@@ -332,3 +332,23 @@ def test_an_interrupted_run_leaves_no_server_behind():
     assert result.returncode != 0 and "KeyboardInterrupt" in result.stderr
     pid = int(result.stdout.split()[0])
     assert _gone(pid), "the server outlived the interrupted run"
+
+
+def test_grpo_tools_eval_runs_rollouts_against_the_server_and_scores_its_state(tiny_model_dir, git_template, tmp_path):
+    from grpo_tools.evaluation.evaluate import main as eval_main
+    from tasks.mcp_git import TOOLS, generate_rows
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"mcp_command: {GIT_SERVER} --repository {{workdir}}\nmcp_template: {git_template}\n"
+                      f"mcp_tools: {list(TOOLS)}\nmcp_state_check: tasks.mcp_git:check\n")  # fmt: skip
+    tools = configure_mcp(MCPSettings(MCPServer(command=(GIT_SERVER, "--repository", "{workdir}")),
+                                      template=str(git_template), tools=TOOLS)).tool_schemas()  # fmt: skip
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(row) + "\n" for row in generate_rows("test", 2, tools)))
+    status = eval_main(["--model", tiny_model_dir, "--data", str(rows), "--output-dir", str(tmp_path / "eval"),
+                        "--mcp-config", str(recipe), "--max-new-tokens", "24", "--max-turns", "2", "--quiet"])  # fmt: skip
+    assert status == 0
+    report = json.loads((tmp_path / "eval" / "base_report.json").read_text())
+    # The tiny model solves nothing; what matters is that the state check ran on each rollout's working copy
+    assert report["rows"]["data"] == 2 and report["state_check"] == 0.0
+    assert set(report["tools"]["failures"]) >= {"server_error", "server_down", "timeout", "limit"}

@@ -44,3 +44,22 @@ def test_the_tiny_mcp_recipe_trains_two_steps_against_the_real_server(tiny_model
     assert not list(scratch.glob("grpo-tools-mcp-*"))
     for process in psutil.process_iter(["cwd"]):
         assert not str(process.info.get("cwd") or "").startswith(str(scratch)), process
+
+
+@pytest.mark.slow
+def test_the_learning_experiment_runs_its_smallest_configuration(tiny_model_dir, tmp_path):
+    """experiments/mcp_learning.py --smoke: warm start, GRPO (learning rate chosen on dev) and supervised training for
+    GRPO's seconds, each scored on held-out requests by rollouts against the real server."""
+    from experiments.mcp_learning import main
+    from grpo_tools.tools.environments import ENVIRONMENTS
+
+    ENVIRONMENTS.pop("mcp", None)
+    result = main(["--smoke", "--task", str(tmp_path / "task"), "--out", str(tmp_path / "out"),
+                   "--model", tiny_model_dir])  # fmt: skip
+    assert json.loads((tmp_path / "out" / "result.json").read_text()) == json.loads(json.dumps(result))
+    assert [line["arm"] for line in result["table"]] == ["warm", "grpo", "sft"]
+    tested = {run["arm"]: run for run in result["runs"] if run["split"] == "test"}
+    assert tested["sft"]["train_seconds"] >= tested["grpo"]["train_seconds"] > 0  # supervised for GRPO's seconds
+    assert all(0.0 <= run["state_check"] <= 1.0 for run in result["runs"])
+    assert next(run["split"] for run in result["runs"] if run["arm"] == "grpo") == "dev"  # the rate, chosen on dev
+    ENVIRONMENTS.pop("mcp", None)
