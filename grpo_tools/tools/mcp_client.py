@@ -236,6 +236,10 @@ class MCPConnection:
 
     def start(self) -> list[Any]:
         """Start the server and list its tools (the SDK's `Tool` objects); MCPStartError when it cannot."""
+        import importlib.util
+
+        if importlib.util.find_spec("mcp") is None:
+            raise MCPStartError("MCP servers need the official MCP SDK: pip install 'grpo-tools[mcp]'")
         self.close()
         if self._stderr is not None:
             self._stderr.close()

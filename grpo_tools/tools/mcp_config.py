@@ -19,7 +19,7 @@ from grpo_tools.tools.mcp_client import MCPLimits, MCPServer, MCPStartError
 from grpo_tools.tools.mcp_env import MCP_ENVIRONMENT, MCPSettings, configure_mcp
 
 
-__all__ = ["MCPArguments", "check_mcp_rows", "mcp_tools_main", "prepare_mcp", "read_mcp_arguments"]
+__all__ = ["MCPArguments", "check_data_main", "check_mcp_rows", "mcp_tools_main", "prepare_mcp", "read_mcp_arguments"]
 
 
 @dataclass
@@ -220,3 +220,23 @@ def _check(path: str, settings: MCPSettings) -> int:
         print(f"{path}: {problem}", file=sys.stderr)
     print(f"{path}: {len(rows)} rows, {len(problems)} problems")
     return 1 if problems else 0
+
+
+def check_data_main(argv: list[str]) -> int:
+    """`grpo-tools check-data DATA.jsonl [--mcp-config RECIPE.yaml]`: `data.rows.check_data_main`'s checks, and with
+    `--mcp-config` the rows checked against the MCP server that recipe names too (`check_mcp_rows`)."""
+    from grpo_tools.data.rows import check_data_main as check_rows_main
+
+    parser = argparse.ArgumentParser(
+        prog="grpo-tools check-data",
+        description="Lint a canonical tool-calling dataset (JSONL): ids, messages, tools, gold answers against "
+        "their tool schemas, possible_answers and categories; with --mcp-config, also against an MCP server's tools. "
+        "Exits 1 when it finds a problem.",
+    )
+    parser.add_argument("data", help="canonical dataset, one JSON object per line")
+    parser.add_argument("--mcp-config", help="a recipe YAML whose mcp_* keys name the server the rows are for")
+    args = parser.parse_args(argv)
+    status = check_rows_main([args.data])
+    if args.mcp_config is None or status == 2:
+        return status
+    return max(status, mcp_tools_main(["--config", args.mcp_config, "--check", args.data]))

@@ -312,6 +312,12 @@ def test_mcp_tools_lists_a_servers_tools_as_rows_carry_them_and_checks_rows(tmp_
     assert mcp_tools_main(["--config", str(recipe), "--check", str(rows)]) == 1
     captured = capsys.readouterr()
     assert "2 rows, 3 problems" in captured.out and "id=bad" in captured.err and "id=good" not in captured.err
+    # check-data with --mcp-config: its own checks, then the server's
+    from grpo_tools.cli import main as cli
+
+    assert cli(["check-data", str(rows), "--mcp-config", str(recipe)]) == 1
+    captured = capsys.readouterr()
+    assert "tools: differ from the server's tools" in captured.err and "(id=bad)" in captured.out
 
 
 INTERRUPTED = """
