@@ -324,20 +324,28 @@ INTERRUPTED = """
 import os, signal, sys, time
 from grpo_tools.tools.mcp_client import MCPServer
 from grpo_tools.tools.mcp_env import MCPSettings, configure_mcp
-environment = configure_mcp(MCPSettings(MCPServer(command=tuple(sys.argv[1:]))))()
+environment = configure_mcp(MCPSettings(MCPServer(command=tuple(sys.argv[2:]))))()
 print(environment.connection.pid, flush=True)
-os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of a run
+os.kill(os.getpid(), getattr(signal, sys.argv[1]))  # Ctrl-C, or a kill nothing can catch, in the middle of a run
 time.sleep(60)
 """
 
 
 @pytest.mark.slow
-def test_an_interrupted_run_leaves_no_server_behind():
-    result = subprocess.run([sys.executable, "-c", INTERRUPTED, *FAKE_SERVER], capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
-    assert result.returncode != 0 and "KeyboardInterrupt" in result.stderr
+@pytest.mark.parametrize(
+    ("signal_name", "server"), [("SIGINT", FAKE_SERVER), ("SIGKILL", (GIT_SERVER, "--repository", "."))]
+)
+def test_an_interrupted_or_killed_run_leaves_no_server_behind(signal_name, server, tmp_path):
+    """Ctrl-C: the run stops its servers at exit. SIGKILL: nothing of the run can, and the server (mcp-server-git,
+    as a user runs it) exits when its stdin closes."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    result = subprocess.run([sys.executable, "-c", INTERRUPTED, signal_name, *server], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path)  # fmt: skip
+    assert result.returncode != 0
+    if signal_name == "SIGINT":
+        assert "KeyboardInterrupt" in result.stderr
     pid = int(result.stdout.split()[0])
-    assert _gone(pid), "the server outlived the interrupted run"
+    assert _gone(pid, within=10), f"the server outlived the run ({signal_name})"
 
 
 def test_grpo_tools_eval_runs_rollouts_against_the_server_and_scores_its_state(tiny_model_dir, git_template, tmp_path):
