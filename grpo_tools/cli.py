@@ -24,9 +24,13 @@ COMMANDS: dict[str, Command] = {
     "score": Command(
         "Score a file of model outputs against a canonical dataset.", "grpo_tools.evaluation.scoring:main"
     ),
-    "check-data": Command("Lint a canonical tool-calling dataset.", "grpo_tools.data.check_data:check_data_main"),
+    "check-data": Command("Lint a canonical tool-calling dataset.", "grpo_tools.cli:check_data_main"),
     "convert": Command(
         "Convert a public tool-calling dataset to canonical rows.", "grpo_tools.tools.bfcl_turns:convert_main"
+    ),
+    "mcp-tools": Command(
+        "List an MCP server's tools as a row's `tools`, or check rows against them.",
+        "grpo_tools.tools.mcp_config:mcp_tools_main",
     ),
     "eval": Command(
         "Generate with a model (and adapter) on canonical rows and score its calls.",
@@ -39,6 +43,18 @@ COMMANDS: dict[str, Command] = {
         "Push a trained adapter (or the merged model) to the Hugging Face Hub.", "grpo_tools.hub.push:main"
     ),
 }
+
+
+def check_data_main(argv: list[str]) -> int:
+    """`grpo-tools check-data`: the rows' own checks (`grpo_tools.data.check_data`, quick to import), and with
+    `--mcp-config RECIPE.yaml` the MCP server's too (`grpo_tools.tools.mcp_config`, imported only then)."""
+    if any(arg == "--mcp-config" or arg.startswith("--mcp-config=") for arg in argv):
+        from grpo_tools.tools.mcp_config import check_data_main as check_with_server
+
+        return check_with_server(argv)
+    from grpo_tools.data.check_data import check_data_main as check_rows
+
+    return check_rows(argv)
 
 
 def _usage() -> str:

@@ -1,12 +1,13 @@
 """docs/configuration.md names every field that grpo-tools' configuration classes declare (`ToolGRPOConfig`, the
-`DecisionArguments` and `BudgetArguments` it inherits, and `ToolScriptArguments`, beyond what they take from trl), so a new setting cannot
-ship undocumented."""
+`DecisionArguments`, `BudgetArguments` and `MCPArguments` it inherits, and `ToolScriptArguments`, beyond what they
+take from trl), so a new setting cannot ship undocumented."""
 
 import inspect
 from pathlib import Path
 
 import pytest
 
+from grpo_tools.tools.mcp_config import MCPArguments
 from grpo_tools.training.budget_args import BudgetArguments
 from grpo_tools.training.configs import ToolGRPOConfig, ToolScriptArguments
 from grpo_tools.training.decision_args import DecisionArguments
@@ -17,7 +18,7 @@ PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
 @pytest.mark.parametrize(
     "config",
-    [ToolGRPOConfig, DecisionArguments, BudgetArguments, ToolScriptArguments],
+    [ToolGRPOConfig, DecisionArguments, BudgetArguments, MCPArguments, ToolScriptArguments],
     ids=lambda config: config.__name__,
 )
 def test_every_field_grpo_tools_declares_is_documented(config):

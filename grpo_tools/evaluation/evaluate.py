@@ -269,12 +269,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=256, help="longest completion generated")
     parser.add_argument("--batch-size", type=int, default=32, help="prompts generated at once (transformers)")
     parser.add_argument("--max-rows", type=int, default=None, help="evaluate the first N rows only")
-    parser.add_argument(
-        "--max-turns", type=int, default=4, help="multi-turn rows: assistant turns per rollout, tool results between"
-    )
-    parser.add_argument(
-        "--max-conversation-tokens", type=int, default=8192, help="BFCL rows: tokens a conversation may write"
-    )
+    parser.add_argument("--max-turns", type=int, default=4, help="multi-turn rows: assistant turns per rollout")
+    parser.add_argument("--max-conversation-tokens", type=int, default=8192, help="BFCL rows: tokens per conversation")
+    parser.add_argument("--mcp-config", help="rows of the `mcp` environment: a recipe YAML whose mcp_* keys name it")
     parser.add_argument(
         "--unrenderable-rows",
         choices=["error", "fail"],
@@ -299,9 +296,11 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         from grpo_tools.data.prompts import load_rows
+        from grpo_tools.tools.mcp_config import prepare_mcp
 
         rows = load_rows(args.data, args.max_rows)
-    except DataError as error:
+        prepare_mcp(args.mcp_config, rows)  # the rows' MCP server starts now, or the evaluation stops here
+    except (DataError, ValueError) as error:
         print(f"grpo-tools eval: {error}", file=sys.stderr)
         return 2
     labels = (["base"] if args.compare_base or not args.adapter else []) + (["adapter"] if args.adapter else [])

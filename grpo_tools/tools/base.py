@@ -28,9 +28,12 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TOOL_TIMEOUT = 2.0
 # How a tool call can fail, each counted apart: arguments that do not fit the schema, an exception raised by the tool,
-# a tool running past its time limit, and (counted by the trainer, since trl answers these itself) a call naming no
-# offered tool or carrying arguments that are not an object.
-FAILURE_KINDS: tuple[str, ...] = ("validation", "exception", "timeout", "unknown_tool")
+# a tool running past its time limit, (counted by the trainer, since trl answers these itself) a call naming no
+# offered tool or carrying arguments that are not an object, and, for an MCP server (`grpo_tools.tools.mcp_env`), an
+# error the server reported, a server that died or stopped answering, and a call past a limit of `MCPLimits`.
+FAILURE_KINDS: tuple[str, ...] = (
+    "validation", "exception", "timeout", "unknown_tool", "server_error", "server_down", "limit"
+)  # fmt: skip
 # Members of an environment class that trl does not offer as tools.
 _NOT_TOOLS = frozenset({"reset", "get_reward"})
 
@@ -178,6 +181,14 @@ class ToolEnvironment:
     def _tools(self) -> dict[str, Callable[..., Any]]:
         """The bound tool methods by name, sorted, as trl offers them (`inspect.getmembers` order)."""
         return {name: getattr(self, name) for name in sorted(self._tool_specs)}
+
+    def _chat_tools(self) -> list[Any]:
+        """What a chat template is given as this environment's tools: the bound methods (their schemas are read
+        from the signatures), or, for an environment whose schemas come from elsewhere (an MCP server), the schemas."""
+        return list(self._tools().values())
+
+    def _close(self) -> None:
+        """Release what the environment holds outside Python (an MCP server, its working copy); nothing here."""
 
     def _call(self, name: str, function: Callable[..., Any], arguments: dict[str, Any]) -> str:
         start = time.perf_counter()

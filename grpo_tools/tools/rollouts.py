@@ -115,7 +115,7 @@ def run_rollouts(
     for row in rows:
         environment = get_environment(row)(timeout=timeout)
         environment.reset(env=row["env"])
-        tools = list(environment._tools().values())
+        tools = environment._chat_tools()
         prompt_ids = tokenizer.apply_chat_template(
             row["messages"], tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False
         )
@@ -243,5 +243,10 @@ def evaluate_multi_turn(
             line = {"id": rollout.row["id"], "completion": completion, "messages": rollout.messages}
             handle.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
     report = _report(rollouts, label, predictions)
+    checks = [rollout.environment.get_reward() for rollout in rollouts if hasattr(rollout.environment, "get_reward")]
+    if checks:  # an MCP server's state check of each rollout's working copy (`grpo_tools.tools.mcp_env`)
+        report["state_check"] = sum(checks) / len(checks)
+    for rollout in rollouts:  # an MCP environment's server and working copy go now, not at exit
+        rollout.environment._close()
     (output_dir / f"{label}_report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report

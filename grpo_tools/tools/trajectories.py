@@ -45,6 +45,7 @@ __all__ = [
     "outcome_reward",
     "rollout_stats",
     "sft_example",
+    "sft_examples",
     "summarize_stats",
     "tool_suffix_ids",
     "trajectory_calls_text",
@@ -270,13 +271,25 @@ def tool_suffix_ids(tokenizer: Any, tool_messages: list[dict[str, Any]]) -> list
     return full[len(prefix) :]
 
 
-def gold_trajectory(row: dict[str, Any], timeout: float = DEFAULT_TOOL_TIMEOUT) -> list[dict[str, Any]]:
+def gold_trajectory(
+    row: dict[str, Any], timeout: float = DEFAULT_TOOL_TIMEOUT, environment: ToolEnvironment | None = None
+) -> list[dict[str, Any]]:
     """The trajectory that solves a multi-turn row: its gold calls, grouped into turns by `env.turns` (one turn for
-    all of them when absent), each answered by really running the environment, then the final answer.
+    all of them when absent), each answered by really running the environment (`environment`, reset from the row,
+    or a new one of the row's), then the final answer.
 
     Raises ValueError naming the row when a gold call fails, so a broken row cannot teach failing calls.
     """
-    environment = get_environment(row)(timeout=timeout)
+    own = environment is None
+    environment = get_environment(row)(timeout=timeout) if own else environment
+    try:
+        return _gold_turns(row, environment)
+    finally:
+        if own:
+            environment._close()  # an MCP server and its working copy go at once
+
+
+def _gold_turns(row: dict[str, Any], environment: ToolEnvironment) -> list[dict[str, Any]]:
     environment.reset(env=row["env"])
     answers, state = _load(row["answers"]), _load(row["env"])
     turns = state.get("turns") or [len(answers)]
@@ -299,15 +312,37 @@ def gold_trajectory(row: dict[str, Any], timeout: float = DEFAULT_TOOL_TIMEOUT) 
     return messages
 
 
-def sft_example(row: dict[str, Any], tokenizer: Any) -> dict[str, list[int]]:
+def sft_examples(rows: Sequence[dict[str, Any]], tokenizer: Any) -> list[dict[str, list[int]]]:
+    """`sft_example` of every row, one environment of each kind reused from row to row (reset for each), so a warm
+    start on an MCP server's rows starts one server, not one per row."""
+    environments: dict[str, ToolEnvironment] = {}
+    try:
+        return [sft_example(row, tokenizer, environments) for row in rows]
+    finally:
+        for environment in environments.values():
+            environment._close()
+
+
+def sft_example(
+    row: dict[str, Any], tokenizer: Any, environments: dict[str, ToolEnvironment] | None = None
+) -> dict[str, list[int]]:
     """A multi-turn row's gold trajectory, tokenized for a supervised warm start: `input_ids` (the whole conversation,
     rendered with the environment's tools as trl renders them) and `completion_mask`, 1 exactly on what the assistant
     writes (each turn through its end-of-turn token), 0 on the prompt and on what the environment injects, the same
     split as trl's `tool_mask` in GRPO. One example per row covers every turn, so tool results are never learned.
+    `environments` (by environment name) holds environments to reuse, and gets the one this row used.
     """
-    environment = get_environment(row)()
-    tools = list(environment._tools().values())
-    messages = [*row["messages"], *gold_trajectory(row)]
+    kind = get_environment(row)
+    own = environments is None
+    environment = kind() if own or kind.name not in environments else environments[kind.name]
+    if not own:
+        environments[kind.name] = environment
+    try:
+        tools = environment._chat_tools()
+        messages = [*row["messages"], *gold_trajectory(row, environment=environment)]
+    finally:
+        if own:
+            environment._close()
 
     def ids(conversation: list[dict[str, Any]], generation_prompt: bool = False) -> list[int]:
         return list(

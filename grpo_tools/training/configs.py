@@ -14,6 +14,7 @@ from typing import Any, Literal
 from trl import GRPOConfig, ScriptArguments
 from trl import ModelConfig as TrlModelConfig
 
+from grpo_tools.tools.mcp_config import MCPArguments
 from grpo_tools.training.budget_args import BudgetArguments
 from grpo_tools.training.decision_args import DecisionArguments
 from grpo_tools.training.errors import ConfigError
@@ -154,9 +155,10 @@ class ModelConfig(TrlModelConfig):
 
 
 @dataclass
-class ToolGRPOConfig(GRPOConfig, DecisionArguments, BudgetArguments):
+class ToolGRPOConfig(GRPOConfig, DecisionArguments, BudgetArguments, MCPArguments):
     """trl's GRPO settings, plus an adaptive KL coefficient, tool-use rewards chosen by name, the settings of the
-    decision to call (`DecisionArguments`) and what one completion's calls may cost (`BudgetArguments`)."""
+    decision to call (`DecisionArguments`), what one completion's calls may cost (`BudgetArguments`) and the MCP
+    server a run's rollouts call (`MCPArguments`)."""
 
     beta: float = field(
         default=0.04,
@@ -314,6 +316,7 @@ class ToolGRPOConfig(GRPOConfig, DecisionArguments, BudgetArguments):
         self._check_combinations()
         self.check_decision_arguments()
         self.completion_budget()
+        self.check_mcp_arguments()
         if self.kl_controller not in KL_CONTROLLERS:
             raise ConfigError(f"kl_controller must be one of {', '.join(KL_CONTROLLERS)}, got {self.kl_controller!r}")
         if self.beta < 0:

@@ -7,7 +7,9 @@ of text. `use_compact_progress` swaps those two callbacks for ones that write a 
     step 12/32 | reward 1.234 | format 0.906 exact 0.344 partial 0.562 | call rows: call 0.72 right 0.22 |
     no-call rows: call 0.28 | kl 0.0412 coef 0.0213 | 14.2 s/step
 
-(one line in the terminal; the decision fields are each class of row's share of samples that call and that are right)
+(one line in the terminal; the decision fields are each class of row's share of samples that call and that are right;
+multi-turn runs add `calls 1.25/rollout failed 0.20 (timeout 0.10 validation 0.10)`, the tool calls per rollout, the
+share that failed and the share of each failure kind that happened)
 
 Only what reaches the terminal changes: the full metrics still go to `trainer_state.json` (which `grpo-tools plot`
 draws) and to every `report_to` backend, which read the logs through their own callbacks.
@@ -56,6 +58,22 @@ def _decision_parts(logs: Mapping[str, Any]) -> list[str]:
     return parts
 
 
+def _tool_parts(logs: Mapping[str, Any]) -> list[str]:
+    """`calls 1.25/rollout failed 0.20 (timeout 0.10 validation 0.10)` for multi-turn rollouts: calls per rollout,
+    the share of calls that failed and, by kind, each kind's share of calls (kinds that did not happen left out)."""
+    calls = _number(logs.get("tools/calls_per_rollout"), 2)
+    if calls is None:
+        return []
+    failed = _number(logs.get("tools/failure_rate"), 2)
+    kinds = [
+        f"{key.removeprefix('tools/failures/')} {text}"
+        for key, value in logs.items()
+        if key.startswith("tools/failures/") and value and (text := _number(value, 2)) is not None
+    ]
+    by_kind = f" ({' '.join(kinds)})" if kinds else ""
+    return [f"calls {calls}/rollout failed {failed}{by_kind}"]
+
+
 def format_log_line(
     logs: Mapping[str, Any], step: int, max_steps: int | None, seconds_per_step: float | None = None
 ) -> str:
@@ -89,7 +107,7 @@ def format_log_line(
     ]
     if rewards:
         parts.append(" ".join(rewards))
-    parts += _decision_parts(logs)
+    parts += _decision_parts(logs) + _tool_parts(logs)
     kl = [
         f"{label} {text}"
         for label, key in (("kl", "kl"), ("coef", "kl_coef"))

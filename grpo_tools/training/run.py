@@ -19,6 +19,7 @@ from typing import Any
 
 from grpo_tools.data.prompts import load_rows, prompt_dataset
 from grpo_tools.tools.environments import is_multi_turn, make_environment_factory
+from grpo_tools.tools.mcp_config import prepare_mcp
 from grpo_tools.tools.trajectories import multi_turn_dataset
 from grpo_tools.training.configs import ConfigError, check_rows_fill_a_step, model_init_kwargs, tokenizer_kwargs
 from grpo_tools.training.held_out import held_out_evaluator
@@ -146,6 +147,10 @@ def run(script_args: Any, training_args: Any, model_args: Any, argv: list[str] |
 
     # Data
     train_rows, eval_rows = _load_data(script_args, training_args)
+    try:  # rows for an MCP server: it starts (and lists its tools) now, or the run stops with its command and stderr
+        prepare_mcp(training_args, train_rows + (eval_rows or []))
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     training_rewards(training_args, is_multi_turn(train_rows))  # a reward these rows cannot feed stops here
     check_reward_rows(training_args.reward_funcs, train_rows, script_args.dataset_name)
 

@@ -187,6 +187,17 @@ class TurnInputs:
     has_tool_images: bool = False
 
 
+def offer_environment_tools(trainer: GRPOTrainer) -> None:
+    """Render each environment's prompts with what its `_chat_tools` gives (an MCP server's own input schemas)
+    instead of the schemas trl reads from the methods' signatures: trl keeps them in `_env_tools`, which its prompt
+    rendering and `parse_response` accept as schemas or callables alike."""
+    env_tools = getattr(trainer, "_env_tools", None)
+    for name, pool in (getattr(trainer, "_environment_pool", None) or {}).items():
+        chat_tools = getattr(pool[0], "_chat_tools", None) if pool else None
+        if env_tools is not None and chat_tools is not None:
+            env_tools[name] = list(trainer._standalone_tools) + chat_tools()
+
+
 class GRPOHooks(GRPOTrainer):
     """trl's `GRPOTrainer` with its private steps under names of ours. A subclass overrides `generate_turn`,
     `generate_and_score`, `score_completions`, `policy_loss`, `token_logps`, `train_sampler`, `save_extra_state` and
@@ -195,6 +206,7 @@ class GRPOHooks(GRPOTrainer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _check_trl_state(self)
+        offer_environment_tools(self)
 
     # trl's private steps, each handed to ours.
     def _generate_single_turn(

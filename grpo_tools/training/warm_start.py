@@ -13,7 +13,7 @@ from typing import Any
 from grpo_tools.data.prompts import load_rows, rendered_rows
 from grpo_tools.models.adapters import WARM_ADAPTER_DIR
 from grpo_tools.tools.environments import is_multi_turn
-from grpo_tools.tools.trajectories import sft_example
+from grpo_tools.tools.trajectories import sft_examples
 from grpo_tools.training.configs import ConfigError, model_init_kwargs
 from grpo_tools.training.sharding import check_warm_start_visible
 
@@ -46,7 +46,7 @@ def sft_dataset(
     from datasets import Dataset
 
     if is_multi_turn(rows):
-        return Dataset.from_list([sft_example(row, tokenizer) for row in rows])
+        return Dataset.from_list(sft_examples(rows, tokenizer))
     rendered = rendered_rows(rows, tokenizer, with_gold=True, unrenderable_rows=unrenderable_rows, source=source)
     return Dataset.from_list(
         [{"prompt": texts["prompt"], "completion": texts["gold_completion"]} for _, texts in rendered]

@@ -154,3 +154,14 @@ def test_the_line_shows_what_the_run_logged_and_leaves_out_the_rest(logs, step, 
 def test_docstring_examples():
     result = doctest.testmod(grpo_tools.training.progress)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_multi_turn_steps_show_calls_and_the_failure_kinds_that_happened():
+    logs = {"reward": 0.5, "tools/calls_per_rollout": 1.25, "tools/failure_rate": 0.2, "tools/failures/timeout": 0.1,
+            "tools/failures/server_down": 0.1, "tools/failures/limit": 0.0, "tools/turns": 2.0}  # fmt: skip
+    line = format_log_line(logs, step=1, max_steps=2)
+    assert "calls 1.25/rollout failed 0.20 (timeout 0.10 server_down 0.10)" in line and "limit" not in line
+    quiet = format_log_line({**logs, "tools/failure_rate": 0.0, "tools/failures/timeout": 0.0,
+                             "tools/failures/server_down": 0.0}, step=1, max_steps=2)  # fmt: skip
+    assert quiet.endswith("| calls 1.25/rollout failed 0.00")
+    assert "calls" not in format_log_line({"reward": 0.5}, step=1, max_steps=2)
