@@ -707,6 +707,8 @@ SMOKE_ARGS = {
     "bench_trainer": ["--smoke"],
     "bench_fastpath": ["--smoke", "{tiny}"],
     "bench_allocator": [],
+    "bench_mcp": ["--calls", "5", "--steps", "1", "--model", "{tiny}"],
+    "bench_hostile": ["--repeats", "1", "--size", "20000"],
     "bench_memory": ["--sizes", "tiny", "--steps", "1"],
     "bench_score": ["--rows", "3000", "--repeats", "1"],
     "bench_bfcl": ["--groups", "1", "--repeats", "1", "--every", "40"],
