@@ -4,7 +4,9 @@ issue 73, on tasks/mcp_git.py (requests to mcp-server-git, judged by the reposit
 Three arms from one supervised warm start (the recipe's, on the training rows' gold trajectories run on the server):
 - `warm`: the warm start alone;
 - `grpo`: GRPO from it, the recipe's steps, at the learning rate that scores best on the dev split (seed 0);
-- `sft`: supervised training from it on the same gold trajectories for as many seconds as that seed's GRPO run took.
+- `sft`: supervised training from it on the same gold trajectories for as many CPU seconds of the training process as
+  that seed's GRPO run took (CPU time, not wall time, so that other load on the machine favours neither arm; the MCP
+  servers' own CPU time, which only GRPO's rollouts use, is not counted against GRPO).
 Each is scored on the held-out test requests (new branch names and commit messages, the same tools) by greedy
 rollouts against the real server (`grpo_tools.tools.rollouts.evaluate_multi_turn`): `state_check`, the share of
 rollouts that leave the repository as asked (the measure), `call_accuracy` and the failures by kind. The dev split
@@ -69,9 +71,9 @@ def run_grpo(
     _, training_args, model_args = parse_recipe(recipe, arguments)
     tokenizer = AutoTokenizer.from_pretrained(warm_dir)
     trainer = build_trainer(warm_dir, tokenizer, rows["train"], training_args, model_args)
-    start = time.perf_counter()
+    start = time.process_time()
     trainer.train()
-    seconds = time.perf_counter() - start
+    seconds = time.process_time() - start
     scores = evaluate(trainer.model, tokenizer, rows[split], out / name, split, training_args)
     for environment in trainer.environments or []:
         environment._close()
@@ -98,10 +100,10 @@ def run_sft(
             self.start, self.elapsed, self.steps = 0.0, 0.0, 0
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self.start = time.perf_counter()
+            self.start = time.process_time()
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self.elapsed, self.steps = time.perf_counter() - self.start, state.global_step
+            self.elapsed, self.steps = time.process_time() - self.start, state.global_step
             control.should_training_stop = self.elapsed >= seconds
 
     budget = Budget()
