@@ -93,13 +93,21 @@ $(BFCL_TASK)/manifest.json: $(SMOLLM2)/config.json tasks/bfcl.py
 
 bench: $(BFCL_TASK)/manifest.json  # bench_eval_generation runs SmolLM2 on the task's held-out rows
 
-# The base model (SmolLM2 as converted, before any training) on the held-out rows, greedy, by BFCL's rules: evaluated
-# once per model and rows, the first line of the table `make train` and `make eval-bfcl` print.
+# The base model (SmolLM2 as converted, before any training) on the held-out rows, greedy, by BFCL's rules: the first
+# line of the table `make train` and `make eval-bfcl` print. Its completions are kept in $(EVAL_CACHE) under a key of
+# the model's files, the rows, the prompts, the decoding settings, the CPU's kernels and the software
+# (grpo_tools/evaluation/eval_cache.py), so each run generates them only when one of those changed, and the table
+# says which (computed or reused, with the key). Another folder (one outside the clone survives a fresh clone):
+# make train EVAL_CACHE=~/.cache/grpo-tools/eval.
 BFCL_BASE := outputs/bfcl-base
-$(BFCL_BASE)/%/base_rows.jsonl: $(BFCL_TASK)/manifest.json
+EVAL_CACHE ?= outputs/eval-cache
+.PHONY: FORCE
+FORCE:
+$(BFCL_BASE)/%/base_rows.jsonl: $(BFCL_TASK)/manifest.json FORCE
 	mkdir -p $(BFCL_BASE)/$*
 	$(BIN)/python -m grpo_tools.cli eval --model $(SMOLLM2) --data $(BFCL_TASK)/$*.jsonl --scorer bfcl \
-		--max-new-tokens 96 --batch-size 40 --quiet --output-dir $(BFCL_BASE)/$* > $(BFCL_BASE)/$*/eval.log
+		--max-new-tokens 96 --batch-size 40 --quiet --cache-dir $(EVAL_CACHE) --output-dir $(BFCL_BASE)/$* \
+		> $(BFCL_BASE)/$*/eval.log
 
 # SmolLM2 on BFCL's live rows, judged before and after on a sample of BFCL's non-live rows, beside the base model
 # (bfcl_summary.json: calls, irrelevance and usable with their intervals).

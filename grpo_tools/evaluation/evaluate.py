@@ -22,13 +22,7 @@ from grpo_tools.evaluation.compare import print_comparison
 from grpo_tools.evaluation.generation import generate_completions, row_prompts, spread_completions
 
 
-__all__ = [
-    "evaluate_model",
-    "generate_completions",
-    "main",
-    "pass_at_k",
-    "print_comparison",
-]
+__all__ = ["evaluate_model", "generate_completions", "main", "pass_at_k", "print_comparison"]
 
 logger = logging.getLogger(__name__)
 
@@ -152,17 +146,10 @@ def evaluate_model(
             label, len(failures), len(rows), named,
         )  # fmt: skip
     if completions is None:
-        generated = generate_completions(
-            model,
-            tokenizer,
-            [prompt for prompt in prompts if prompt is not None],
-            batch_size,
-            max_new_tokens,
-            progress,
-            description=f"{label}: generating",
-            num_samples=num_samples,
-            temperature=temperature,
-        )
+        rendered = [prompt for prompt in prompts if prompt is not None]
+        generated = generate_completions(model, tokenizer, rendered, batch_size, max_new_tokens, progress,
+                                         description=f"{label}: generating", num_samples=num_samples,
+                                         temperature=temperature)  # fmt: skip
         completions = spread_completions(generated, prompts, num_samples)
     samples = [completions[index * num_samples : (index + 1) * num_samples] for index in range(len(rows))]
     data_path = output_dir / f"{label}_data.jsonl"
@@ -282,6 +269,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--device", default="auto", help="auto (a GPU when there is one), cpu, cuda, cuda:1, ...")
     parser.add_argument("--vllm", action="store_true", help="generate with vLLM (pip install 'grpo-tools[vllm]')")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
+    parser.add_argument(
+        "--cache-dir", help="keep greedy completions here and reuse them while model, rows and decoding are unchanged"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
     _check_arguments(args, parser)
@@ -341,7 +331,11 @@ def _run(args: argparse.Namespace, rows: list[dict[str, Any]], labels: list[str]
     from grpo_tools.models.loading import check_model_folder, load_tokenizer
 
     check_model_folder(args.model)
-    model, tokenizer = (None, None) if args.vllm else _load(args)
+    from grpo_tools.evaluation import eval_cache
+
+    cached = eval_cache.lookup(args, rows, labels, temperature, multi_turn)  # {} without --cache-dir
+    reused = {label: entry.completions for label, entry in cached.items() if entry.completions is not None}
+    model, tokenizer = (None, None) if args.vllm or len(reused) == len(labels) else _load(args)
     if tokenizer is None:
         tokenizer = load_tokenizer(args.adapter if args.adapter and _has_tokenizer(args.adapter) else args.model)
     if not tokenizer.chat_template:
@@ -353,7 +347,7 @@ def _run(args: argparse.Namespace, rows: list[dict[str, Any]], labels: list[str]
         rendered_rows(
             rows, tokenizer, source=args.data, switch="pass --unrenderable-rows fail to score them as failures"
         )
-    generated = {}
+    generated = dict(reused)
     if args.vllm and not multi_turn:
         from grpo_tools.evaluation.generation import vllm_completions
 
@@ -391,6 +385,7 @@ def _run(args: argparse.Namespace, rows: list[dict[str, Any]], labels: list[str]
                 temperature=temperature,
                 completions=generated.get(label),
             )
+        eval_cache.record(args, cached.get(label), label)
     scorer = reports[labels[-1]]["scorer"]  # `outcome` for multi-turn rows
     print_comparison(reports, title=f"accuracy ({scorer}) on {args.data}")
     plot = plot_accuracy_by_category(reports, Path(args.output_dir, "accuracy_by_category.png"))

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from grpo_tools.data.rows import DataError, JsonlWriter, check_rows, read_jsonl
+from grpo_tools.evaluation.eval_cache import cache_note
 
 
 __all__ = [
@@ -351,8 +352,12 @@ def _table_main(args: argparse.Namespace) -> int:
     if args.summary:
         base = read_verdicts(args.base) if args.base else None
         summary = bfcl_summary(verdicts["before"], verdicts["after"], base)
+        if note := args.base and cache_note(args.base):  # the base model's completions: computed or reused
+            summary["base_model_cache"] = note
         Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         print(format_summary(summary, published=True))
+        if note:
+            print(f"base model: completions {note['status']} (cache key {note['key']}, {note['cache_dir']})")
         print(f"wrote {args.summary}")
     else:
         print(format_table(runs))

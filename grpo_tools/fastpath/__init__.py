@@ -6,6 +6,8 @@
 - `logprobs`: log-probabilities from the LM head over completion positions only, a group's prompt run once, logits
   scored in pieces;
 - `prefix`: the prefix-sharing step the two above use;
+- `lower_layers`: the layers below the first LoRA layer run once for the reference's log-probabilities and the
+  policy's (`shared_lower_layers`);
 - `allocator`: glibc's allocator set to keep freed memory;
 - `head`: the LM head's input made contiguous (`contiguous_head_input`), for sampling, log-probabilities and
   evaluation's generation.
@@ -24,9 +26,17 @@ from typing import Any
 
 from grpo_tools.fastpath.allocator import keep_freed_memory
 from grpo_tools.fastpath.head import contiguous_head_input
+from grpo_tools.fastpath.lower_layers import LowerLayers
 
 
-__all__ = ["contiguous_head_input", "enabled", "keep_freed_memory", "unsupported_reason"]
+__all__ = [
+    "LowerLayers",
+    "contiguous_head_input",
+    "enabled",
+    "keep_freed_memory",
+    "shared_lower_layers",
+    "unsupported_reason",
+]
 
 
 def unsupported_reason(device: Any) -> str | None:
@@ -44,3 +54,13 @@ def enabled(setting: str, device: Any) -> bool:
     if setting == "on" and reason:
         raise ValueError(f"cpu_fast_path: on, but {reason}; set cpu_fast_path: auto or off")
     return setting != "off" and reason is None
+
+
+def shared_lower_layers(trainer: Any) -> LowerLayers | None:
+    """The layers below the first LoRA layer of `trainer`'s policy, to run once for the reference's log-probabilities
+    and the policy's (`lower_layers`), where the reference is the policy with its adapter off (no `ref_model`) and the
+    policy allows it (`LowerLayers.of`); None elsewhere."""
+    if trainer.ref_model is not None:
+        return None
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    return LowerLayers.of(model, bool(getattr(trainer.args, "gradient_checkpointing", False)))

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from grpo_tools.fastpath.lower_layers import LowerLayers
 from grpo_tools.fastpath.prefix import CACHE_ARGUMENT, shared_prefix
 
 
@@ -48,17 +49,20 @@ def per_token_logps(
     entropy_grad: bool,
     share_prompts: bool,
     autocast: Callable[[], Any],
+    lower_layers: LowerLayers | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probabilities (b, K) of the last `logits_to_keep` (K) tokens of each row at `temperature`, and their
     entropies where asked, as trl's `_get_per_token_logps_and_entropies` computes them, `batch_size` rows at a time.
     `entropy_grad`: whether anything differentiates the entropy (trl's entropy bonus); `share_prompts` False (with
-    gradient checkpointing, which turns the cache off) runs whole rows; `autocast` is the trainer's autocast context."""
+    gradient checkpointing, which turns the cache off) runs whole rows; `autocast` is the trainer's autocast context;
+    `lower_layers`: the states below the first adapted layer kept from a pass without gradients, for one with them."""
     batch_size = batch_size or input_ids.size(0)
+    around = lower_layers.around() if lower_layers is not None else None
     all_logps, all_entropies = [], []
     for start in range(0, input_ids.size(0), batch_size):
         ids, mask = input_ids[start : start + batch_size], attention_mask[start : start + batch_size]  # (b, L)
         with autocast():
-            blocks = completion_logits(model, ids, mask, logits_to_keep, share_prompts)  # [(b, k, V), ...]
+            blocks = completion_logits(model, ids, mask, logits_to_keep, share_prompts, around)  # [(b, k, V), ...]
         widths = [block.size(1) for block in blocks]
         targets = ids[:, -logits_to_keep:].split(widths, dim=1)  # (b, k) each
         # Padding positions score 0, as trl scores them.
@@ -103,7 +107,12 @@ def score_logits(
 
 
 def completion_logits(
-    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, logits_to_keep: int, share_prompts: bool = True
+    model: torch.nn.Module,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    logits_to_keep: int,
+    share_prompts: bool = True,
+    around: Callable[[torch.Tensor, torch.Tensor, int], Any] | None = None,
 ) -> list[torch.Tensor]:
     """The logits that predict the last `logits_to_keep` tokens of each row (position i predicts token i + 1), as
     consecutive blocks of those positions, (b, k, V) each: the first from the prompts' pass, the rest from the
@@ -111,22 +120,32 @@ def completion_logits(
 
     Rows that share a prompt share its pass (`shared_prefix`, positions as trl's single pass numbers them), and
     gradients reach the adapter through the shared cache. Without `share_prompts`, with no shared prompt or a model
-    that returns no cache, the whole rows run in one pass."""
+    that returns no cache, the whole rows run in one pass. `around(ids, mask, prompt_length).of(kind)`, where given,
+    is the context of each pass (`LowerLayers.around`)."""
     prompt_length = ids.size(1) - logits_to_keep
+    passes = around(ids, mask, prompt_length) if around is not None else None
+
+    def context(kind: str) -> Callable[[torch.Tensor, torch.Tensor], contextlib.AbstractContextManager[Any]]:
+        return passes.of(kind) if passes is not None else lambda ids, mask: contextlib.nullcontext()
+
     prefix = None
     if prompt_length > 0 and share_prompts:
-        prefix = shared_prefix(model, ids[:, :prompt_length], mask[:, :prompt_length], count_padding=True)
+        prefix = shared_prefix(
+            model, ids[:, :prompt_length], mask[:, :prompt_length], count_padding=True, around=context("prompt")
+        )
     if prefix is None:
-        # The logits of the last K + 1 positions, less the final one.
-        return [model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1).logits[:, :-1]]
+        with context("row")(ids, mask):
+            # The logits of the last K + 1 positions, less the final one.
+            return [model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1).logits[:, :-1]]
     # (b, 1, V): what each prompt's last token predicts; `index_select`, for the reason `copy_rows` gives
     blocks = [prefix.logits.index_select(0, prefix.row_prompt)]
     if logits_to_keep > 1:
-        rest = model(
-            input_ids=ids[:, prompt_length:-1],
-            attention_mask=mask[:, :-1],
-            use_cache=True,
-            **{CACHE_ARGUMENT: prefix.cache},
-        ).logits  # (b, K - 1, V)
+        with context("rest")(ids, mask):
+            rest = model(
+                input_ids=ids[:, prompt_length:-1],
+                attention_mask=mask[:, :-1],
+                use_cache=True,
+                **{CACHE_ARGUMENT: prefix.cache},
+            ).logits  # (b, K - 1, V)
         blocks.append(rest)
     return blocks

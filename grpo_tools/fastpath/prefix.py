@@ -9,6 +9,7 @@ single pass over the whole row does.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,13 +37,14 @@ class SharedPrefix:
 
 
 def shared_prefix(
-    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, *, count_padding: bool
+    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, *, count_padding: bool, around: Any = None
 ) -> SharedPrefix | None:
     """Run each distinct row of `ids` (b, L) under `mask` (b, L) once, with a cache, and give every row its copy.
 
     `count_padding` False: positions count each row's real tokens from 0 (`generate`'s convention for left-padded
     rows); True: the model's own positions, 0 to L - 1 (trl's single pass). None where no two rows are alike, a row is
-    all padding, or the model returns no cache: the caller then runs every row itself."""
+    all padding, or the model returns no cache: the caller then runs every row itself. `around(ids, mask)`, where
+    given, is the context the pass over the distinct rows runs in (`lower_layers`)."""
     length = ids.size(1)
     rows = torch.cat([ids, mask.to(ids.dtype)], dim=1)  # (b, 2L)
     distinct, row_prompt = torch.unique(rows, dim=0, return_inverse=True)  # (u, 2L), (b,)
@@ -52,9 +54,10 @@ def shared_prefix(
     positions = {}
     if not count_padding:
         positions["position_ids"] = (distinct_mask.cumsum(dim=-1) - 1).masked_fill(distinct_mask == 0, 0)  # (u, L)
-    output = model(
-        input_ids=distinct_ids, attention_mask=distinct_mask, use_cache=True, logits_to_keep=1, **positions
-    )  # logits (u, 1, V)
+    with around(distinct_ids, distinct_mask) if around is not None else contextlib.nullcontext():
+        output = model(
+            input_ids=distinct_ids, attention_mask=distinct_mask, use_cache=True, logits_to_keep=1, **positions
+        )  # logits (u, 1, V)
     cache = getattr(output, CACHE_ARGUMENT)
     if cache is None:
         return None

@@ -87,6 +87,8 @@ class ToolGRPOTrainer(AnchorHooks, DecisionHooks, GRPOHooks):
             for model in (self.model, self.ref_model):
                 if model is not None:
                     fastpath.contiguous_head_input(model)  # the last positions' hidden states, as one matrix product
+        # The reference (the adapter off) and the policy share the layers below the first adapted one.
+        self.lower_layers = fastpath.shared_lower_layers(self) if self.cpu_fast_path else None
         self.kl_controller: AdaptiveKLController | None = None
         if getattr(config, "adaptive_kl", False):
             self.kl_controller = AdaptiveKLController(
@@ -340,6 +342,7 @@ class ToolGRPOTrainer(AnchorHooks, DecisionHooks, GRPOHooks):
             entropy_grad=self.entropy_bonus_enabled,
             share_prompts=not self.args.gradient_checkpointing,
             autocast=self.accelerator.autocast,
+            lower_layers=self.lower_layers,
         )
         self._keep_policy_logps(logps)
         return logps, entropies, None
