@@ -7,12 +7,17 @@ A malformed *gold* row (answers, possible answers, tools) raises `GoldError` nam
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from grpo_tools.rewards.parsing import ToolCall, fastjson
-from grpo_tools.rewards.parsing.toolcall import new_call
+from grpo_tools.rewards.parsing.toolcall import new_record
 
+
+_set_name, _set_arguments = ToolCall.name.__set__, ToolCall.arguments.__set__
+_LIST_TYPE = frozenset([list])
 
 # The public API; the other names without a leading underscore are shared with `matching`, `rewards` and benchmarks.
 __all__ = ["ERROR_KINDS", "Gold", "GoldError", "Signature", "Verdict", "make_gold"]
@@ -113,7 +118,8 @@ def _load_json(value: Any, field: str, row: str) -> Any:
 
 
 def _gold_calls(answers: Any, row: str) -> tuple[ToolCall, ...]:
-    answers = _load_json(answers, "answers", row)
+    if isinstance(answers, str):
+        answers = _load_json(answers, "answers", row)
     if answers is None:
         raise GoldError(f"{row}: answers is missing (use [] when the right response calls no tool)")
     if not isinstance(answers, list):
@@ -124,11 +130,15 @@ def _gold_calls(answers: Any, row: str) -> tuple[ToolCall, ...]:
         if not isinstance(name, str):
             raise GoldError(f"{row}: answers[{index}] must be an object with a string 'name'")
         arguments = answer.get("arguments", {})
-        if isinstance(arguments, str):
-            arguments = _load_json(arguments, f"answers[{index}].arguments", row)
-        if not isinstance(arguments, dict):
-            raise GoldError(f"{row}: answers[{index}].arguments must be an object")
-        calls.append(new_call(name, arguments))
+        if type(arguments) is not dict:  # the common case first: a dict
+            if isinstance(arguments, str):
+                arguments = _load_json(arguments, f"answers[{index}].arguments", row)
+            if not isinstance(arguments, dict):
+                raise GoldError(f"{row}: answers[{index}].arguments must be an object")
+        call = new_record(ToolCall)  # `new_call`, inline: this runs once per gold call of every row read
+        _set_name(call, name)
+        _set_arguments(call, arguments)
+        calls.append(call)
     return tuple(calls)
 
 
@@ -147,6 +157,10 @@ def _possible(possible_answers: Any, calls: tuple[ToolCall, ...], row: str) -> t
         if not isinstance(entry, dict) or len(entry) != 1:
             raise GoldError(f"{row}: possible_answers[{index}] must be an object with exactly one function name")
         ((name, params),) = entry.items()
+        # Every acceptable-values entry a list: the common case read without a Python loop, else one by one.
+        if type(params) is dict and _LIST_TYPE.issuperset(map(type, params.values())):
+            entries.append((name, params))
+            continue
         if isinstance(params, dict):
             for values in params.values():  # a loop: about twice as fast as all(...) at a few parameters
                 if not isinstance(values, list):
@@ -206,6 +220,8 @@ _JSON_SCHEMA_TYPES = frozenset({"string", "integer", "number", "boolean", "array
 
 
 _TYPE_SETS = {name: frozenset([name]) for name in _JSON_SCHEMA_TYPES}
+_TYPE_NAMES = frozenset(_JSON_SCHEMA_TYPES)
+_dict_get = dict.get
 _UNTYPED: frozenset[str] = frozenset()
 
 
@@ -222,24 +238,30 @@ def types_of(schema: Any) -> frozenset[str] | None:
     return names if names <= _JSON_SCHEMA_TYPES else None
 
 
-def _fast_parameters(function: dict[str, Any]) -> tuple[dict[str, Any], frozenset[str]] | None:
+def _fast_parameters(function: dict[str, Any]) -> tuple[dict[str, Any], Collection[str]] | None:
     """Read a canonical (OpenAI, JSON Schema) tool's parameters directly: the common case, and a hot path during
-    training. None when some parameter's schema is not standard JSON Schema."""
+    training. None when some parameter's schema is not standard JSON Schema. The required names are as the tool
+    gives them (a list), not made into a set: BFCL's checker only iterates over them."""
     parameters = function.get("parameters")
     if not isinstance(parameters, dict) or parameters.get("type") != "object":
         return None
     properties = parameters.get("properties", {})
     if not isinstance(properties, dict):
         return None
-    for schema in properties.values():
-        # `types_of(schema) is None`, with the common case (one standard type name) read inline.
-        declared = schema.get("type") if type(schema) is dict else None
-        if not (type(declared) is str and declared in _TYPE_SETS) and types_of(schema) is None:
-            return None
-    return properties, frozenset(parameters.get("required", ()))
+    # Every schema a dict with one standard type name, the common case, read without a Python loop; else each is
+    # asked `types_of(schema) is None`.
+    try:
+        standard = _TYPE_NAMES.issuperset(map(_dict_get, properties.values(), repeat("type")))
+    except TypeError:  # a schema that is not a dict, or a type that is not hashable (a list of type names)
+        standard = False
+    if not standard:
+        for schema in properties.values():
+            if types_of(schema) is None:
+                return None
+    return properties, parameters.get("required", ())
 
 
-def tool_parameters(tools: list[Any], name: str, row: str) -> tuple[dict[str, Any], frozenset[str]] | None:
+def tool_parameters(tools: list[Any], name: str, row: str) -> tuple[dict[str, Any], Collection[str]] | None:
     """The parameter schemas and required names of the offered tool `name`, as `tool_signature` reads them, without
     making a `Signature`; None when no such tool is offered."""
     for tool in tools:
@@ -256,7 +278,7 @@ def tool_parameters(tools: list[Any], name: str, row: str) -> tuple[dict[str, An
 def tool_signature(tools: list[Any], name: str, row: str) -> Signature | None:
     """One tool's parameter specs; other dialects (BFCL, xLAM) go through full normalisation in `schemas`."""
     found = tool_parameters(tools, name, row)
-    return None if found is None else Signature(*found)
+    return None if found is None else Signature(found[0], frozenset(found[1]))
 
 
 def _normalized_signatures(tools: list[Any], row: str) -> dict[str, Signature]:
