@@ -172,7 +172,6 @@ _WRONG = {kind: Verdict(0.0, (kind,)) for kind in ERROR_KINDS}  # one record per
 
 
 _UNREAD = object()
-_ONCE = object()  # `memoized["bfcl"]` of a row checked once, directly: the next output against it prepares the row
 
 
 def _gold_tool(gold: Gold, tools: list[Any], name: str) -> tuple[dict[str, Any], Collection[str]]:
@@ -190,23 +189,23 @@ def _bfcl_gold(
     gold: Gold, possible: tuple[tuple[str, dict[str, list[Any]]], ...]
 ) -> tuple[BfclCall, ...] | list[OnceGold]:
     """The row's gold calls for `check_bfcl`: as they stand (`OnceGold`) the first time the row is checked, as
-    `BfclCall`s, prepared and kept, from the second time on. A row scored once, as `grpo-tools score` scores each
-    data row, reads its rules once; the outputs of a GRPO group share them."""
+    `BfclCall`s, prepared and kept, from the second time on, or from the first where more completions share the row
+    (`shared`). A row scored once, as `grpo-tools score` scores each data row, reads its rules once; the outputs of
+    a GRPO group share them."""
     memo = gold.memoized
     prepared = memo.get("bfcl")
     if type(prepared) is tuple:
         return prepared
-    # The tools are read here without being kept (unless another reward keeps them): the prepared calls are all
-    # that `score_bfcl` reads afterwards, and each object a cached row keeps is walked by every full garbage
-    # collection; at BFCL's sizes a parsed tool list is most of a row's objects.
-    tools = memo["tools"] if "tools" in memo else load_tool_list(gold.tools, gold.row)
     if prepared is None:
-        once = [(name, acceptable, *_gold_tool(gold, tools, name)) for name, acceptable in possible]
-        memo["bfcl"] = _ONCE
-        return once
-    prepared = memo["bfcl"] = tuple(
-        prepare_bfcl(name, acceptable, *_gold_tool(gold, tools, name)) for name, acceptable in possible
-    )
+        # The tools are read here without being kept (unless another reward keeps them): the gold calls are all
+        # that `score_bfcl` reads afterwards, and each object a cached row keeps is walked by every full garbage
+        # collection; at BFCL's sizes a parsed tool list is most of a row's objects.
+        tools = memo["tools"] if "tools" in memo else load_tool_list(gold.tools, gold.row)
+        prepared = [(name, acceptable, *_gold_tool(gold, tools, name)) for name, acceptable in possible]
+        if "shared" not in memo:  # read once (`rewards.score_batch` marks a row that more completions share)
+            memo["bfcl"] = prepared
+            return prepared
+    prepared = memo["bfcl"] = tuple(prepare_bfcl(*gold_call) for gold_call in prepared)
     return prepared
 
 
