@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 
 from grpo_tools.rewards.parsing import ToolCall, fastjson
@@ -17,7 +16,6 @@ from grpo_tools.rewards.parsing.toolcall import new_record
 
 
 _set_name, _set_arguments = ToolCall.name.__set__, ToolCall.arguments.__set__
-_LIST_TYPE = frozenset([list])
 
 # The public API; the other names without a leading underscore are shared with `matching`, `rewards` and benchmarks.
 __all__ = ["ERROR_KINDS", "Gold", "GoldError", "Signature", "Verdict", "make_gold"]
@@ -157,10 +155,6 @@ def _possible(possible_answers: Any, calls: tuple[ToolCall, ...], row: str) -> t
         if not isinstance(entry, dict) or len(entry) != 1:
             raise GoldError(f"{row}: possible_answers[{index}] must be an object with exactly one function name")
         ((name, params),) = entry.items()
-        # Every acceptable-values entry a list: the common case read without a Python loop, else one by one.
-        if type(params) is dict and _LIST_TYPE.issuperset(map(type, params.values())):
-            entries.append((name, params))
-            continue
         if isinstance(params, dict):
             for values in params.values():  # a loop: about twice as fast as all(...) at a few parameters
                 if not isinstance(values, list):
@@ -220,8 +214,6 @@ _JSON_SCHEMA_TYPES = frozenset({"string", "integer", "number", "boolean", "array
 
 
 _TYPE_SETS = {name: frozenset([name]) for name in _JSON_SCHEMA_TYPES}
-_TYPE_NAMES = frozenset(_JSON_SCHEMA_TYPES)
-_dict_get = dict.get
 _UNTYPED: frozenset[str] = frozenset()
 
 
@@ -248,16 +240,11 @@ def _fast_parameters(function: dict[str, Any]) -> tuple[dict[str, Any], Collecti
     properties = parameters.get("properties", {})
     if not isinstance(properties, dict):
         return None
-    # Every schema a dict with one standard type name, the common case, read without a Python loop; else each is
-    # asked `types_of(schema) is None`.
-    try:
-        standard = _TYPE_NAMES.issuperset(map(_dict_get, properties.values(), repeat("type")))
-    except TypeError:  # a schema that is not a dict, or a type that is not hashable (a list of type names)
-        standard = False
-    if not standard:
-        for schema in properties.values():
-            if types_of(schema) is None:
-                return None
+    for schema in properties.values():
+        # `types_of(schema) is None`, with the common case (one standard type name) read inline.
+        declared = schema.get("type") if type(schema) is dict else None
+        if not (type(declared) is str and declared in _TYPE_SETS) and types_of(schema) is None:
+            return None
     return properties, parameters.get("required", ())
 
 

@@ -186,16 +186,13 @@ _NOT_OFFERED: tuple[dict[str, Any], Collection[str]] = ({}, ())
 
 
 def _bfcl_gold(
-    gold: Gold, possible: tuple[tuple[str, dict[str, list[Any]]], ...]
+    gold: Gold, possible: tuple[tuple[str, dict[str, list[Any]]], ...], prepared: list[OnceGold] | None
 ) -> tuple[BfclCall, ...] | list[OnceGold]:
     """The row's gold calls for `check_bfcl`: as they stand (`OnceGold`) the first time the row is checked, as
     `BfclCall`s, prepared and kept, from the second time on, or from the first where more completions share the row
-    (`shared`). A row scored once, as `grpo-tools score` scores each data row, reads its rules once; the outputs of
-    a GRPO group share them."""
+    (`shared`); `prepared` is what the row keeps so far (`memoized["bfcl"]`), short of `BfclCall`s. A row scored
+    once, as `grpo-tools score` scores each data row, reads its rules once; the outputs of a GRPO group share them."""
     memo = gold.memoized
-    prepared = memo.get("bfcl")
-    if type(prepared) is tuple:
-        return prepared
     if prepared is None:
         # The tools are read here without being kept (unless another reward keeps them): the gold calls are all
         # that `score_bfcl` reads afterwards, and each object a cached row keeps is walked by every full garbage
@@ -228,7 +225,9 @@ def score_bfcl(parsed: ParseResult, gold: Gold) -> Verdict:
     possible = gold.possible
     if len(calls) != len(possible):
         return _WRONG["wrong_count"]
-    prepared = _bfcl_gold(gold, possible)
+    prepared = gold.memoized.get("bfcl")
+    if type(prepared) is not tuple:  # the row's first output, or a row read once
+        prepared = _bfcl_gold(gold, possible, prepared)
     if type(prepared) is tuple:
         # One gold call and one call: `simple_function_checker` alone (what `check_bfcl` does there), one call less.
         error = prepared[0].error(calls[0]) if len(calls) == 1 else check_bfcl(calls, prepared)
