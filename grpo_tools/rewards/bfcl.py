@@ -11,14 +11,21 @@ value of any declared type is accepted, and an untyped parameter is BFCL's `any`
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from grpo_tools.rewards.parsing import ToolCall
 
 
-__all__ = ["BfclCall", "accepted_arguments", "check_bfcl", "check_bfcl_irrelevance", "prepare_bfcl", "standardize"]
+__all__ = [
+    "BfclCall",
+    "accepted_arguments",
+    "check_bfcl",
+    "check_bfcl_irrelevance",
+    "prepare_bfcl",
+    "standardize",
+]
 
 # JSON Schema type -> the Python type BFCL checks (`PYTHON_TYPE_MAPPING`: float for number, dict for object).
 _PYTHON_TYPES: dict[str, type] = {
@@ -348,22 +355,25 @@ def accepted_arguments(arguments: dict[str, Any], acceptable: Any, properties: d
     )
 
 
-def check_bfcl(calls: Sequence[ToolCall], gold: Sequence[BfclCall]) -> str | None:
+def check_bfcl(
+    calls: Sequence[ToolCall], gold: Sequence[Any], error_of: Callable[[Any, ToolCall], str | None] = BfclCall.error
+) -> str | None:
     """BFCL's verdict on decoded calls, as the error kind of the first failure (None when correct).
 
     Counts must be equal; then, taking the gold calls in order, each pairs with the first unused call it accepts
     (`parallel_function_checker_no_order`: first fit, so a call that fits two gold calls goes to the earlier one even
     where another pairing would accept all). With one gold call this is `simple_function_checker`, as BFCL's simple
-    and multiple checkers run it."""
+    and multiple checkers run it. `error_of(gold call, call)` checks one pair: the gold calls are `BfclCall`s, or
+    what another checker of one pair reads (`bfcl_once.check_once`)."""
     if len(calls) != len(gold):
         return "wrong_count"
     if len(gold) == 1:
-        return gold[0].error(calls[0])
+        return error_of(gold[0], calls[0])
     unused = list(calls)
     for expected in gold:
         errors = []
         for index, call in enumerate(unused):
-            error = expected.error(call)
+            error = error_of(expected, call)
             if error is None:
                 del unused[index]
                 break

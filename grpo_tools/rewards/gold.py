@@ -7,12 +7,15 @@ A malformed *gold* row (answers, possible answers, tools) raises `GoldError` nam
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_tools.rewards.parsing import ToolCall, fastjson
-from grpo_tools.rewards.parsing.toolcall import new_call
+from grpo_tools.rewards.parsing.toolcall import new_record
 
+
+_set_name, _set_arguments = ToolCall.name.__set__, ToolCall.arguments.__set__
 
 # The public API; the other names without a leading underscore are shared with `matching`, `rewards` and benchmarks.
 __all__ = ["ERROR_KINDS", "Gold", "GoldError", "Signature", "Verdict", "make_gold"]
@@ -113,7 +116,8 @@ def _load_json(value: Any, field: str, row: str) -> Any:
 
 
 def _gold_calls(answers: Any, row: str) -> tuple[ToolCall, ...]:
-    answers = _load_json(answers, "answers", row)
+    if isinstance(answers, str):
+        answers = _load_json(answers, "answers", row)
     if answers is None:
         raise GoldError(f"{row}: answers is missing (use [] when the right response calls no tool)")
     if not isinstance(answers, list):
@@ -124,11 +128,15 @@ def _gold_calls(answers: Any, row: str) -> tuple[ToolCall, ...]:
         if not isinstance(name, str):
             raise GoldError(f"{row}: answers[{index}] must be an object with a string 'name'")
         arguments = answer.get("arguments", {})
-        if isinstance(arguments, str):
-            arguments = _load_json(arguments, f"answers[{index}].arguments", row)
-        if not isinstance(arguments, dict):
-            raise GoldError(f"{row}: answers[{index}].arguments must be an object")
-        calls.append(new_call(name, arguments))
+        if type(arguments) is not dict:  # the common case first: a dict
+            if isinstance(arguments, str):
+                arguments = _load_json(arguments, f"answers[{index}].arguments", row)
+            if not isinstance(arguments, dict):
+                raise GoldError(f"{row}: answers[{index}].arguments must be an object")
+        call = new_record(ToolCall)  # `new_call`, inline: this runs once per gold call of every row read
+        _set_name(call, name)
+        _set_arguments(call, arguments)
+        calls.append(call)
     return tuple(calls)
 
 
@@ -222,9 +230,10 @@ def types_of(schema: Any) -> frozenset[str] | None:
     return names if names <= _JSON_SCHEMA_TYPES else None
 
 
-def _fast_parameters(function: dict[str, Any]) -> tuple[dict[str, Any], frozenset[str]] | None:
+def _fast_parameters(function: dict[str, Any]) -> tuple[dict[str, Any], Collection[str]] | None:
     """Read a canonical (OpenAI, JSON Schema) tool's parameters directly: the common case, and a hot path during
-    training. None when some parameter's schema is not standard JSON Schema."""
+    training. None when some parameter's schema is not standard JSON Schema. The required names are as the tool
+    gives them (a list), not made into a set: BFCL's checker only iterates over them."""
     parameters = function.get("parameters")
     if not isinstance(parameters, dict) or parameters.get("type") != "object":
         return None
@@ -236,10 +245,10 @@ def _fast_parameters(function: dict[str, Any]) -> tuple[dict[str, Any], frozense
         declared = schema.get("type") if type(schema) is dict else None
         if not (type(declared) is str and declared in _TYPE_SETS) and types_of(schema) is None:
             return None
-    return properties, frozenset(parameters.get("required", ()))
+    return properties, parameters.get("required", ())
 
 
-def tool_parameters(tools: list[Any], name: str, row: str) -> tuple[dict[str, Any], frozenset[str]] | None:
+def tool_parameters(tools: list[Any], name: str, row: str) -> tuple[dict[str, Any], Collection[str]] | None:
     """The parameter schemas and required names of the offered tool `name`, as `tool_signature` reads them, without
     making a `Signature`; None when no such tool is offered."""
     for tool in tools:
@@ -256,7 +265,7 @@ def tool_parameters(tools: list[Any], name: str, row: str) -> tuple[dict[str, An
 def tool_signature(tools: list[Any], name: str, row: str) -> Signature | None:
     """One tool's parameter specs; other dialects (BFCL, xLAM) go through full normalisation in `schemas`."""
     found = tool_parameters(tools, name, row)
-    return None if found is None else Signature(*found)
+    return None if found is None else Signature(found[0], frozenset(found[1]))
 
 
 def _normalized_signatures(tools: list[Any], row: str) -> dict[str, Signature]:

@@ -83,14 +83,20 @@ def score_batch(
     possible = possible_answers if possible_answers is not None else [None] * len(completions)
     verdicts: list[Verdict] = []
     append = verdicts.append
-    last_row: tuple[Any, Any, Any] | None = None
     # Answers first: where consecutive rows differ, they differ there soonest (rows often share their tools).
-    rows = zip(answers, possible, tools, strict=True)
+    rows = list(zip(answers, possible, tools, strict=True))
+    same, last = False, len(rows) - 1  # whether this row equals the last one; the last row's index
     for i, (completion, row) in enumerate(zip(completions, rows, strict=True)):
         # trl passes the completions of one prompt together: a row equal to the last one (a comparison, cheaper
-        # than hashing its columns again) reuses its gold.
-        if row != last_row:
-            gold, last_row = make_gold(row[2], row[0], row[1], row=_row_name(i, ids)), row
+        # than hashing its columns again) reuses its gold, and a gold the next completion reuses is marked `shared`,
+        # so that a scorer prepares what it will read again (a row read once, as `score` reads it, prepares nothing).
+        if not same:
+            gold = make_gold(row[2], row[0], row[1], row=_row_name(i, ids))
+            same = i < last and rows[i + 1] == row
+            if same:
+                gold.memoized["shared"] = True
+        else:
+            same = i < last and rows[i + 1] == row
         append(scorer(parse_completion(completion, gold), gold))
     log_metric = kwargs.get("log_metric")
     if log_metric is not None and verdicts:

@@ -6,10 +6,12 @@ as every reward reads it. `grpo_tools.rewards.rewards` turns them into trl rewar
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from functools import lru_cache
 from typing import Any
 
 from grpo_tools.rewards.bfcl import BfclCall, check_bfcl, check_bfcl_irrelevance, prepare_bfcl
+from grpo_tools.rewards.bfcl_once import OnceGold, check_once
 from grpo_tools.rewards.gold import (
     ERROR_KINDS,
     Gold,
@@ -172,24 +174,36 @@ _WRONG = {kind: Verdict(0.0, (kind,)) for kind in ERROR_KINDS}  # one record per
 _UNREAD = object()
 
 
-def _bfcl_gold(gold: Gold) -> tuple[BfclCall, ...]:
+def _gold_tool(gold: Gold, tools: list[Any], name: str) -> tuple[dict[str, Any], Collection[str]]:
+    """The parameter schemas and required names of a gold call's tool (none when it is not offered)."""
+    signature = gold.memoized.get("signature:" + name, _UNREAD)
+    if signature is _UNREAD:
+        return tool_parameters(tools, name, gold.row) or _NOT_OFFERED
+    return _NOT_OFFERED if signature is None else (signature.params, signature.required)
+
+
+_NOT_OFFERED: tuple[dict[str, Any], Collection[str]] = ({}, ())
+
+
+def _bfcl_gold(
+    gold: Gold, possible: tuple[tuple[str, dict[str, list[Any]]], ...], prepared: list[OnceGold] | None
+) -> tuple[BfclCall, ...] | list[OnceGold]:
+    """The row's gold calls for `check_bfcl`: as they stand (`OnceGold`) the first time the row is checked, as
+    `BfclCall`s, prepared and kept, from the second time on, or from the first where more completions share the row
+    (`shared`); `prepared` is what the row keeps so far (`memoized["bfcl"]`), short of `BfclCall`s. A row scored
+    once, as `grpo-tools score` scores each data row, reads its rules once; the outputs of a GRPO group share them."""
     memo = gold.memoized
-    if "bfcl" not in memo:
-        # The tools are read here without being kept (unless another reward keeps them): the prepared calls are all
+    if prepared is None:
+        # The tools are read here without being kept (unless another reward keeps them): the gold calls are all
         # that `score_bfcl` reads afterwards, and each object a cached row keeps is walked by every full garbage
         # collection; at BFCL's sizes a parsed tool list is most of a row's objects.
         tools = memo["tools"] if "tools" in memo else load_tool_list(gold.tools, gold.row)
-        prepared = []
-        for name, acceptable in gold.possible:
-            signature = memo.get("signature:" + name, _UNREAD)
-            if signature is _UNREAD:
-                found = tool_parameters(tools, name, gold.row)
-            else:
-                found = None if signature is None else (signature.params, signature.required)
-            properties, required = found or (None, ())
-            prepared.append(prepare_bfcl(name, acceptable, properties, required))
-        memo["bfcl"] = tuple(prepared)
-    return memo["bfcl"]
+        prepared = [(name, acceptable, *_gold_tool(gold, tools, name)) for name, acceptable in possible]
+        if "shared" not in memo:  # read once (`rewards.score_batch` marks a row that more completions share)
+            memo["bfcl"] = prepared
+            return prepared
+    prepared = memo["bfcl"] = tuple(prepare_bfcl(*gold_call) for gold_call in prepared)
+    return prepared
 
 
 def score_bfcl(parsed: ParseResult, gold: Gold) -> Verdict:
@@ -203,17 +217,22 @@ def score_bfcl(parsed: ParseResult, gold: Gold) -> Verdict:
         return _WRONG["unexpected_call"]
     if parsed.errors:
         return Verdict(0.0, ("parse_error",) * len(parsed.errors))
-    if not parsed.calls:
-        return _WRONG["missed_call"]
     calls = parsed.calls
+    if not calls:
+        return _WRONG["missed_call"]
     # `check_bfcl`'s first rule, decided before the row's tools are read (the possible answers are, so that a row
     # whose possible answers do not match its answers raises here as on every other output).
-    if len(calls) != len(gold.possible):
+    possible = gold.possible
+    if len(calls) != len(possible):
         return _WRONG["wrong_count"]
-    memo = gold.memoized
-    prepared = memo["bfcl"] if "bfcl" in memo else _bfcl_gold(gold)
-    # One gold call and one call: `simple_function_checker` alone (what `check_bfcl` does there), one call less.
-    error = prepared[0].error(calls[0]) if len(calls) == 1 == len(prepared) else check_bfcl(calls, prepared)
+    prepared = gold.memoized.get("bfcl")
+    if type(prepared) is not tuple:  # the row's first output, or a row read once
+        prepared = _bfcl_gold(gold, possible, prepared)
+    if type(prepared) is tuple:
+        # One gold call and one call: `simple_function_checker` alone (what `check_bfcl` does there), one call less.
+        error = prepared[0].error(calls[0]) if len(calls) == 1 else check_bfcl(calls, prepared)
+    else:
+        error = check_once(prepared[0], calls[0]) if len(calls) == 1 else check_bfcl(calls, prepared, check_once)
     return _RIGHT if error is None else _WRONG[error]
 
 
