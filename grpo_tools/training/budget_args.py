@@ -7,12 +7,13 @@ bounds and why the defaults are far beyond what a model doing its task writes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from grpo_tools.rewards.budget import DEFAULT_BUDGET, Budget
+from grpo_tools.rewards.budget import BUDGET_KINDS, DEFAULT_BUDGET, Budget, take_hit_counts
 from grpo_tools.training.errors import ConfigError
 
 
-__all__ = ["BudgetArguments"]
+__all__ = ["BudgetArguments", "step_budget_hits"]
 
 
 @dataclass
@@ -62,3 +63,14 @@ class BudgetArguments:
             )
         except ValueError as error:
             raise ConfigError(str(error).replace("Budget.", "budget_")) from None
+
+
+def step_budget_hits(accelerator: Any) -> dict[str, float]:
+    """Completions past their budget since the last call, by kind and summed over processes (an executor's own kinds
+    as `other`): what the trainer logs as `budget/<kind>` each step."""
+    import torch
+
+    hits = take_hit_counts()
+    local = [*(hits.pop(kind, 0) for kind in BUDGET_KINDS), sum(hits.values())]
+    counts = accelerator.reduce(torch.tensor(local, dtype=torch.float32, device=accelerator.device))  # (kinds + 1,)
+    return dict(zip([*BUDGET_KINDS, "other"], counts.tolist(), strict=True))

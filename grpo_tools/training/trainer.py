@@ -37,6 +37,7 @@ import torch
 
 from grpo_tools import fastpath
 from grpo_tools.training.anchor import AnchorHooks
+from grpo_tools.training.budget_args import step_budget_hits
 from grpo_tools.training.configs import ConfigError
 from grpo_tools.training.decision import DecisionHooks
 from grpo_tools.training.kl import AdaptiveKLController
@@ -199,12 +200,7 @@ class ToolGRPOTrainer(AnchorHooks, DecisionHooks, GRPOHooks):
         if self.environments is not None:
             self._log_tool_metrics(completions)
         rewards = super().score_completions(inputs, prompts, completions, completion_ids_list)  # (B, num_funcs)
-        from grpo_tools.rewards.budget import BUDGET_KINDS, take_hit_counts
-
-        hits = take_hit_counts()  # completions past their budget (`budget/<kind>`; an executor's own kinds as `other`)
-        local = [*(hits.pop(kind, 0) for kind in BUDGET_KINDS), sum(hits.values())]
-        counts = self.accelerator.reduce(torch.tensor(local, dtype=torch.float32, device=self.accelerator.device))
-        for kind, count in zip([*BUDGET_KINDS, "other"], counts.tolist(), strict=True):  # (kinds + 1,)
+        for kind, count in step_budget_hits(self.accelerator).items():
             self.step_metrics[f"budget/{kind}"].append(count)
         # trl turns a reward function's None ("does not apply") into NaN; a row where every function abstains, or any
         # infinite reward, leaves no usable signal.
