@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from grpo_tools import fastpath
+from grpo_tools.rewards.budget import take_hit_counts
 from grpo_tools.training.anchor import AnchorHooks
 from grpo_tools.training.budget_args import step_budget_hits
 from grpo_tools.training.configs import ConfigError
@@ -82,6 +83,7 @@ class ToolGRPOTrainer(AnchorHooks, DecisionHooks, GRPOHooks):
         super().__init__(*args, **kwargs)
         prepare_vllm_generation(self)  # a LoRA model's weights reach vLLM merged into copies, its base left intact
         self._check_decision_data()
+        take_hit_counts()  # budget hits counted before this trainer (an evaluation, another run) are not its steps'
         config = self.args
         self.cpu_fast_path = fastpath.enabled(getattr(config, "cpu_fast_path", "auto"), self.accelerator.device)
         if self.cpu_fast_path:
