@@ -172,12 +172,14 @@ def main(argv: list[str] | None = None) -> dict:
              **evaluate(warm_model, tokenizer, rows[split], out / "warm", split, training_args)}
             for split in ("dev", "test")]  # fmt: skip
     del warm_model
-    # The learning rate, on dev with the first seed; the test split plays no part in it
-    dev = [
-        run_grpo(recipe, overrides, warm_dir, rows, args.seeds[0], rate, out, "dev") for rate in args.learning_rates
-    ]
-    runs += dev
-    rate = max(dev, key=lambda run: (run["state_check"], run["call_accuracy"]))["learning_rate"]
+    # The learning rate, on dev with the first seed; the test split plays no part in it. One rate leaves no choice.
+    rate = args.learning_rates[0]
+    if len(args.learning_rates) > 1:
+        dev = [
+            run_grpo(recipe, overrides, warm_dir, rows, args.seeds[0], lr, out, "dev") for lr in args.learning_rates
+        ]
+        runs += dev
+        rate = max(dev, key=lambda run: (run["state_check"], run["call_accuracy"]))["learning_rate"]
     for seed in args.seeds:
         grpo = run_grpo(recipe, overrides, warm_dir, rows, seed, rate, out, "test")
         runs += [grpo, run_sft(recipe, overrides, warm_dir, rows, seed, grpo["train_seconds"], out)]
@@ -185,7 +187,8 @@ def main(argv: list[str] | None = None) -> dict:
               "rows": {split: len(value) for split, value in rows.items()}, "runs": runs, "table": table(runs)}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"held-out requests ({len(rows['test'])}), GRPO learning rate {rate:g} (chosen on dev)")
+    chosen = "chosen on dev" if len(args.learning_rates) > 1 else "the only one tried"
+    print(f"held-out requests ({len(rows['test'])}), GRPO learning rate {rate:g} ({chosen})")
     for line in result["table"]:
         print(f"{line['arm']:<5} state {line['state_check']:.3f} ± {line['state_check_sd']:.3f}  calls "
               f"{line['call_accuracy']:.3f} ± {line['call_accuracy_sd']:.3f}  {line['train_seconds']:.0f} s "
