@@ -97,10 +97,11 @@ bench: $(BFCL_TASK)/manifest.json  # bench_eval_generation runs SmolLM2 on the t
 # line of the table `make train` and `make eval-bfcl` print. Its completions are kept in $(EVAL_CACHE) under a key of
 # the model's files, the rows, the prompts, the decoding settings, the CPU's kernels and the software
 # (grpo_tools/evaluation/eval_cache.py), so each run generates them only when one of those changed, and the table
-# says which (computed or reused, with the key). Another folder (one outside the clone survives a fresh clone):
-# make train EVAL_CACHE=~/.cache/grpo-tools/eval.
+# says which (computed or reused, with the key). The cache sits outside the clone, where users keep caches
+# ($XDG_CACHE_HOME, else ~/.cache), so a fresh clone of the same code reuses it too; another folder:
+# make train EVAL_CACHE=DIR.
 BFCL_BASE := outputs/bfcl-base
-EVAL_CACHE ?= outputs/eval-cache
+EVAL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/grpo-tools/eval
 .PHONY: FORCE
 FORCE:
 $(BFCL_BASE)/%/base_rows.jsonl: $(BFCL_TASK)/manifest.json FORCE
