@@ -3,6 +3,8 @@ counting rules (missing, unmatched, duplicate, unreadable predictions), per-row 
 number of workers, and one clear message for each kind of bad input."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -312,3 +314,15 @@ def test_a_tool_schema_only_the_scorer_reads_is_reported_and_fails_the_run(tmp_p
     predictions.write_text(json.dumps({"id": "a", "completion": "[f(x=1)]"}) + "\n")
     assert cli(["score", "--data", str(data), "--predictions", str(predictions), "--scorer", "schema", "--quiet"]) == 1
     assert "data.jsonl: row 1" in capsys.readouterr().err
+
+
+def test_scoring_single_turn_rows_never_imports_torch(tmp_path):
+    """`grpo-tools score` on single-turn rows needs no model: importing its modules must not bring torch in (2 s of
+    CPU and about 200 MB at each start, and in each of its worker processes)."""
+    script = (
+        "import sys\n"
+        "import grpo_tools.evaluation.scoring, grpo_tools.evaluation.score_ranges\n"
+        "print(sorted(name for name in ('torch', 'transformers') if name in sys.modules))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert run.stdout.strip() == "[]"
