@@ -22,11 +22,14 @@ for that against trl's (tests/fastpath). Measured effects: docs/benchmarks.md.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grpo_tools.fastpath.allocator import keep_freed_memory
 from grpo_tools.fastpath.head import contiguous_head_input
-from grpo_tools.fastpath.lower_layers import LowerLayers
+
+
+if TYPE_CHECKING:
+    from grpo_tools.fastpath.lower_layers import LowerLayers
 
 
 __all__ = [
@@ -60,7 +63,19 @@ def shared_lower_layers(trainer: Any) -> LowerLayers | None:
     """The layers below the first LoRA layer of `trainer`'s policy, to run once for the reference's log-probabilities
     and the policy's (`lower_layers`), where the reference is the policy with its adapter off (no `ref_model`) and the
     policy allows it (`LowerLayers.of`); None elsewhere."""
+    from grpo_tools.fastpath.lower_layers import LowerLayers
+
     if trainer.ref_model is not None:
         return None
     model = trainer.accelerator.unwrap_model(trainer.model)
     return LowerLayers.of(model, bool(getattr(trainer.args, "gradient_checkpointing", False)))
+
+
+def __getattr__(name: str) -> Any:
+    # `LowerLayers` needs torch, which importing this package must not bring in: `grpo-tools score` imports
+    # evaluation, whose generation imports this package, and never runs a model.
+    if name == "LowerLayers":
+        from grpo_tools.fastpath.lower_layers import LowerLayers
+
+        return LowerLayers
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
