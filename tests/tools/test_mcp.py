@@ -175,6 +175,37 @@ def test_arguments_are_validated_before_the_server_sees_them_and_limits_hold(tmp
     assert cut == "x" * 10 + "\n[cut at 10 characters]" and environment.records[-1].status == "limit"
 
 
+def test_arguments_past_the_completion_budget_never_reach_the_server_and_are_counted(tmp_path):
+    """The MCP executor holds the same per-call budget as BFCL's (grpo_tools.rewards.budget): arguments the schema
+    accepts but the budget does not are refused before they are sent, the kind counted for the step's log."""
+    from grpo_tools.rewards.budget import Budget, take_hit_counts
+
+    log = tmp_path / "calls.jsonl"
+    (tmp_path / "empty").mkdir()
+    settings = MCPArguments(
+        mcp_command=" ".join(FAKE_SERVER), mcp_env=[f"FAKE_MCP_LOG={log}"], mcp_template=str(tmp_path / "empty")
+    ).mcp_settings()
+    assert settings.budget == Budget()  # the keys alone give the default budget
+    environment = configure_mcp(settings)()
+    environment.reset(env={"name": "mcp"})
+    take_hit_counts()
+    hostile = {
+        "integer_digits": lambda: environment.count(amount=10**150),
+        "argument_chars": lambda: environment.write_note(name="n.txt", text="x" * 200_000),
+    }
+    for kind, call in hostile.items():
+        answer = json.loads(call())
+        assert "over the budget" in answer["error"] and environment.records[-1].status == "limit", kind
+    assert not log.exists()  # neither reached the server
+    assert take_hit_counts() == {"integer_digits": 1, "argument_chars": 1}
+    assert environment.count(amount=2) == "2"  # a call within the budget still runs
+    # A training run's budget_* keys reach the executor
+    tight = Budget(integer_digits=2)
+    environment = configure_mcp(MCPSettings(settings.server, settings.limits, settings.template, budget=tight))()
+    environment.reset(env={"name": "mcp"})
+    assert "over the budget" in json.loads(environment.count(amount=100))["error"]
+
+
 def test_two_rollouts_of_a_stateful_server_do_not_see_each_others_changes(git_template):
     settings = MCPSettings(MCPServer(command=(GIT_SERVER, "--repository", "{workdir}")), template=str(git_template))
     cls = configure_mcp(settings)
