@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from grpo_tools.rewards.budget import DEFAULT_BUDGET
 from grpo_tools.tools.mcp_client import MCPLimits, MCPServer, MCPStartError
 from grpo_tools.tools.mcp_env import MCP_ENVIRONMENT, MCPSettings, configure_mcp
 
@@ -101,6 +102,8 @@ class MCPArguments:
         limits = MCPLimits(
             self.mcp_call_timeout, self.mcp_start_timeout, self.mcp_max_calls, self.mcp_max_result_chars
         )
+        # A training config also holds the completion budget (`BudgetArguments`, whose keys it inherits too)
+        budget = self.completion_budget() if hasattr(self, "completion_budget") else DEFAULT_BUDGET
         return MCPSettings(
             server,
             limits,
@@ -108,6 +111,7 @@ class MCPArguments:
             self.mcp_restart_each_rollout,
             self.mcp_state_check,
             tuple(self.mcp_tools),
+            budget,
         )
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from grpo_tools.rewards.budget import DEFAULT_BUDGET, Budget, record_hit
 from grpo_tools.rewards.schemas import normalize_tool, validate_arguments
 from grpo_tools.tools.base import ToolEnvironment
 from grpo_tools.tools.mcp_client import MCPConnection, MCPLimits, MCPServer, MCPStartError, tool_schema
@@ -48,7 +49,8 @@ class MCPSettings:
 
     `template`: a folder copied into every rollout's working copy (`{workdir}` in the command and env); `state_check`:
     `module:function`, the user's `check(workdir: Path, row: dict) -> float` run on the working copy after a rollout;
-    `tools`: the only tools of the server offered and callable (all of them when empty).
+    `tools`: the only tools of the server offered and callable (all of them when empty); `budget`: the limits on one
+    call's arguments (a training run's `budget_*` keys), checked before the schema so nothing formats what breaks them.
     """
 
     server: MCPServer
@@ -57,6 +59,7 @@ class MCPSettings:
     restart_each_rollout: bool = False
     state_check: str | None = None
     tools: tuple[str, ...] = ()
+    budget: Budget = DEFAULT_BUDGET
 
     def __post_init__(self) -> None:
         if self.template is not None and not Path(self.template).is_dir():
@@ -139,7 +142,12 @@ class MCPEnvironment(ToolEnvironment):
         import time
 
         start = time.perf_counter()
-        limits = type(self).settings.limits
+        settings = type(self).settings
+        limits = settings.limits
+        hit = settings.budget.argument_hit(arguments)
+        if hit is not None:  # not kept in the record: the arguments are what broke the limit
+            record_hit(hit.kind)
+            return self._record(name, {}, "limit", _error(f"over the budget: {hit.message}"), start)
         problems = validate_arguments(self._tool_specs[name], arguments)
         if problems:
             details = "; ".join(f"{item.path}: {item.message}" if item.path else item.message for item in problems)

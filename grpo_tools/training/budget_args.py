@@ -1,7 +1,8 @@
 """What one completion may cost where its calls run, a part of `ToolGRPOConfig` (which inherits these settings): each
-field is a limit of `grpo_tools.rewards.budget.Budget`, used by the `bfcl_turn` reward. Past a limit the completion
-scores as wrong and the step logs `budget/<kind>`. docs/multi-turn.md ("What one completion may cost") says what each
-bounds and why the defaults are far beyond what a model doing its task writes.
+field is a limit of `grpo_tools.rewards.budget.Budget`, used by the `bfcl_turn` reward (and, for one call's arguments,
+by the MCP executor, through `MCPArguments.mcp_settings`). Past a limit the completion scores as wrong and the step
+logs `budget/<kind>`. docs/multi-turn.md ("What one completion may cost") says what each bounds and why the defaults
+are far beyond what a model doing its task writes.
 """
 
 from __future__ import annotations
