@@ -397,3 +397,54 @@ def test_grpo_tools_eval_runs_rollouts_against_the_server_and_scores_its_state(t
     # The tiny model solves nothing; what matters is that the state check ran on each rollout's working copy
     assert report["rows"]["data"] == 2 and report["state_check"] == 0.0
     assert set(report["tools"]["failures"]) >= {"server_error", "server_down", "timeout", "limit"}
+
+
+def test_evaluations_state_check_reads_the_whole_row_as_in_training(tiny_model_dir, tokenizer, tmp_path):
+    """trl resets an environment with every column of the row, so a user's state check may read any of them; the
+    evaluation's rollouts must hand it the same row, or a check that works in training fails in `grpo-tools eval`."""
+    from transformers import AutoModelForCausalLM
+
+    from grpo_tools.tools.rollouts import evaluate_multi_turn
+
+    environment = configure_mcp(MCPSettings(MCPServer(command=(TIME_SERVER,)), state_check="tasks.mcp_git:check"))
+    rows = [_mcp_row(environment.tool_schemas(), f"r{index}") for index in range(2)]
+    rows[1]["expected"] = "Lima"
+    seen = []
+
+    def check(workdir, row):
+        seen.append((row["id"], row["expected"], row["env"]))
+        return float(row["expected"] == "Lima")
+
+    environment._state_check = staticmethod(check)  # a stand-in for a user's check (tasks.mcp_git's reads git)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    report = evaluate_multi_turn(model, tokenizer, rows, tmp_path, max_new_tokens=8, max_turns=1, progress=False)
+    assert sorted(seen) == [("r0", "Tokyo", {"name": "mcp"}), ("r1", "Lima", {"name": "mcp"})]
+    assert report["state_check"] == 0.5
+
+
+def test_evaluation_runs_at_most_a_batch_of_servers_at_once(tiny_model_dir, tokenizer, tmp_path, monkeypatch):
+    """Held-out sets of any size: `evaluate_multi_turn` rolls out `batch_size` rows at a time, and their servers stop
+    once their state is checked, so a stateful server's eval never holds a process per row."""
+    from transformers import AutoModelForCausalLM
+
+    from grpo_tools.tools import mcp_client
+    from grpo_tools.tools.rollouts import evaluate_multi_turn
+
+    environment = configure_mcp(MCPSettings(MCPServer(command=(TIME_SERVER,)), state_check="tasks.mcp_git:check"))
+    rows = [_mcp_row(environment.tool_schemas(), f"r{index}") | {"env": {"name": "mcp", "n": index}}
+            for index in range(5)]  # fmt: skip
+    most, start = [0], mcp_client.MCPConnection.start
+
+    def counting_start(self):
+        start(self)
+        most[0] = max(most[0], len(_servers()))
+
+    monkeypatch.setattr(mcp_client.MCPConnection, "start", counting_start)
+    monkeypatch.setattr(environment, "_state_check", staticmethod(lambda workdir, row: float(row["env"]["n"] == 3)))
+    report = evaluate_multi_turn(AutoModelForCausalLM.from_pretrained(tiny_model_dir), tokenizer, rows, tmp_path,
+                                 batch_size=2, max_new_tokens=8, max_turns=1, progress=False)  # fmt: skip
+    assert most[0] == 2
+    # Every row was rolled out and its state checked once, in the rows' order
+    assert report["rows"]["data"] == 5 and report["state_check"] == 1 / 5
+    ids = [json.loads(line)["id"] for line in (tmp_path / "eval_predictions.jsonl").read_text().splitlines()]
+    assert ids == [row["id"] for row in rows]
