@@ -254,7 +254,12 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling threshold when sampling")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="longest completion generated")
-    parser.add_argument("--batch-size", type=int, default=32, help="prompts generated at once (transformers)")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=32,
+        help="prompts generated at once (transformers); multi-turn rows: rows rolled out at once, each with its environment",
+    )
     parser.add_argument("--max-rows", type=int, default=None, help="evaluate the first N rows only")
     parser.add_argument("--max-turns", type=int, default=4, help="multi-turn rows: assistant turns per rollout")
     parser.add_argument("--max-conversation-tokens", type=int, default=8192, help="BFCL rows: tokens per conversation")

@@ -18,6 +18,7 @@ from typing import Any
 from grpo_tools.tools.environments import DEFAULT_TOOL_TIMEOUT, ToolEnvironment, get_environment
 from grpo_tools.tools.trajectories import (
     answer_matches,
+    dataset_record,
     dispatch_tool_call,
     final_answer,
     rollout_stats,
@@ -114,7 +115,9 @@ def run_rollouts(
     rollouts = []
     for row in rows:
         environment = get_environment(row)(timeout=timeout)
-        environment.reset(env=row["env"])
+        environment.reset(
+            **dataset_record(row)
+        )  # the row as trl hands it to `reset`: a state check may read any column
         tools = environment._chat_tools()
         prompt_ids = tokenizer.apply_chat_template(
             row["messages"], tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False
@@ -226,16 +229,26 @@ def evaluate_multi_turn(
     """
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    rollouts = run_rollouts(
-        model,
-        tokenizer,
-        rows,
-        batch_size=batch_size,
-        max_new_tokens=max_new_tokens,
-        max_turns=max_turns,
-        timeout=timeout,
-        progress=progress,
-    )
+    # `batch_size` rows at a time, each with its environment: an MCP server's process and working copy live only
+    # until their rows' state is checked, so at most `batch_size` servers run at once, however many rows there are.
+    rollouts: list[Rollout] = []
+    checks: list[float] = []
+    for start in range(0, len(rows), max(1, batch_size)):
+        chunk = run_rollouts(
+            model,
+            tokenizer,
+            rows[start : start + max(1, batch_size)],
+            batch_size=batch_size,
+            max_new_tokens=max_new_tokens,
+            max_turns=max_turns,
+            timeout=timeout,
+            progress=progress,
+        )
+        for rollout in chunk:
+            if hasattr(rollout.environment, "get_reward"):  # an MCP server's state check of the working copy
+                checks.append(rollout.environment.get_reward())
+            rollout.environment._close()  # an MCP environment's server and working copy go now, not at exit
+        rollouts += chunk
     predictions = output_dir / f"{label}_predictions.jsonl"
     with predictions.open("w", encoding="utf-8") as handle:
         for rollout in rollouts:
@@ -243,10 +256,7 @@ def evaluate_multi_turn(
             line = {"id": rollout.row["id"], "completion": completion, "messages": rollout.messages}
             handle.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
     report = _report(rollouts, label, predictions)
-    checks = [rollout.environment.get_reward() for rollout in rollouts if hasattr(rollout.environment, "get_reward")]
-    if checks:  # an MCP server's state check of each rollout's working copy (`grpo_tools.tools.mcp_env`)
+    if checks:  # the state checks of the rollouts' working copies (`grpo_tools.tools.mcp_env`)
         report["state_check"] = sum(checks) / len(checks)
-    for rollout in rollouts:  # an MCP environment's server and working copy go now, not at exit
-        rollout.environment._close()
     (output_dir / f"{label}_report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report

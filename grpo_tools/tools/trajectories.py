@@ -37,6 +37,7 @@ __all__ = [
     "RolloutStats",
     "answer_matches",
     "answer_text",
+    "dataset_record",
     "dispatch_tool_call",
     "extra_calls_reward",
     "final_answer",
@@ -290,7 +291,7 @@ def gold_trajectory(
 
 
 def _gold_turns(row: dict[str, Any], environment: ToolEnvironment) -> list[dict[str, Any]]:
-    environment.reset(env=row["env"])
+    environment.reset(**dataset_record(row))  # the row as trl hands it to `reset`
     answers, state = _load(row["answers"]), _load(row["env"])
     turns = state.get("turns") or [len(answers)]
     if sum(turns) != len(answers) or min(turns) < 1:
@@ -371,26 +372,26 @@ def sft_example(
     return {"input_ids": input_ids, "completion_mask": mask}
 
 
+def dataset_record(row: dict[str, Any]) -> dict[str, Any]:
+    """One row as `multi_turn_dataset` holds it, as trl hands it to `reset` (evaluation too, so a state check reads
+    the same row): the conversational `prompt`, and as JSON text the columns `reset` and the rewards read."""
+    return {
+        "prompt": row["messages"],
+        "id": str(row["id"]),
+        "category": row.get("category") or "multi_turn",
+        "tools": json.dumps(row["tools"]),
+        "answers": json.dumps(row["answers"]),
+        "possible_answers": json.dumps(row["possible_answers"]) if row.get("possible_answers") else None,
+        "env": json.dumps(_load(row["env"])),
+        "expected": json.dumps(row["expected"]),
+    }
+
+
 def multi_turn_dataset(rows: Sequence[dict[str, Any]]) -> Any:
-    """A `datasets.Dataset` for `GRPOTrainer(environment_factory=...)`: the conversational `prompt` (trl renders it
-    with the environment's tools) and, as JSON text, the columns `reset` and the rewards read. An `environment`
-    column routes each row when the rows name more than one environment."""
+    """A `datasets.Dataset` of `dataset_record`s for `GRPOTrainer(environment_factory=...)` (trl renders `prompt`
+    with the environment's tools); an `environment` column routes each row when the rows name more than one."""
     from datasets import Dataset
 
-    names = {get_environment(row).name for row in rows}
-    records = []
-    for row in rows:
-        record = {
-            "prompt": row["messages"],
-            "id": str(row["id"]),
-            "category": row.get("category") or "multi_turn",
-            "tools": json.dumps(row["tools"]),
-            "answers": json.dumps(row["answers"]),
-            "possible_answers": json.dumps(row["possible_answers"]) if row.get("possible_answers") else None,
-            "env": json.dumps(_load(row["env"])),
-            "expected": json.dumps(row["expected"]),
-        }
-        if len(names) > 1:
-            record["environment"] = get_environment(row).name
-        records.append(record)
+    routed = len({get_environment(row).name for row in rows}) > 1
+    records = [dataset_record(row) | ({"environment": get_environment(row).name} if routed else {}) for row in rows]
     return Dataset.from_list(records)
