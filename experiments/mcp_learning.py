@@ -12,7 +12,8 @@ rollouts against the real server (`grpo_tools.tools.rollouts.evaluate_multi_turn
 rollouts that leave the repository as asked (the measure), `call_accuracy` and the failures by kind. The dev split
 chooses the learning rate and nothing else; the test split is read only for the table.
 
-It needs a quiet machine for hours (SmolLM2-135M, 3 seeds): the whole run is
+It needs a quiet machine for about an hour (SmolLM2-135M, 3 seeds, 2 cores; docs/mcp.md has the table): the whole
+run is
 
     python -m experiments.mcp_learning --seeds 0 1 2 --out outputs/mcp-learning
 
@@ -139,9 +140,9 @@ def main(argv: list[str] | None = None) -> dict:
                         "with --smoke)")  # fmt: skip
     parser.add_argument("--task", default="outputs/mcp-git", help="tasks.mcp_git's folder (built when missing)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--learning-rates", type=float, nargs="+", default=[5e-4, 1e-3, 2e-3])
-    parser.add_argument("--dev-rows", type=int, default=24)
-    parser.add_argument("--test-rows", type=int, default=48)
+    parser.add_argument("--learning-rates", type=float, nargs="+", default=[2e-4, 1e-3])
+    parser.add_argument("--dev-rows", type=int, default=16)
+    parser.add_argument("--test-rows", type=int, default=32)
     parser.add_argument("--model", default=None, help="override the recipe's model_name_or_path")
     parser.add_argument("--out", default="outputs/mcp-learning")
     parser.add_argument("--smoke", action="store_true", help="the smallest configuration: a check of the path")
