@@ -255,10 +255,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling threshold when sampling")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="longest completion generated")
     parser.add_argument(
-        "--batch-size",
-        type=int,
-        default=32,
-        help="prompts generated at once (transformers); multi-turn rows: rows rolled out at once, each with its environment",
+        "--batch-size", type=int, default=32, help="prompts generated at once; multi-turn rows rolled out at once"
     )
     parser.add_argument("--max-rows", type=int, default=None, help="evaluate the first N rows only")
     parser.add_argument("--max-turns", type=int, default=4, help="multi-turn rows: assistant turns per rollout")

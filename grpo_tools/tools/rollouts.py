@@ -115,9 +115,8 @@ def run_rollouts(
     rollouts = []
     for row in rows:
         environment = get_environment(row)(timeout=timeout)
-        environment.reset(
-            **dataset_record(row)
-        )  # the row as trl hands it to `reset`: a state check may read any column
+        # The row as trl hands it to `reset` in training: a state check may read any column
+        environment.reset(**dataset_record(row))
         tools = environment._chat_tools()
         prompt_ids = tokenizer.apply_chat_template(
             row["messages"], tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False
