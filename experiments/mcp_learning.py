@@ -12,8 +12,7 @@ rollouts against the real server (`grpo_tools.tools.rollouts.evaluate_multi_turn
 rollouts that leave the repository as asked (the measure), `call_accuracy` and the failures by kind. The dev split
 chooses the learning rate and nothing else; the test split is read only for the table.
 
-It needs a quiet machine for about an hour (SmolLM2-135M, 3 seeds, 2 cores; docs/mcp.md has the table): the whole
-run is
+It needs a quiet 2-core machine for about an hour (SmolLM2-135M, 3 seeds; docs/mcp.md has the table). The run is
 
     python -m experiments.mcp_learning --seeds 0 1 2 --out outputs/mcp-learning
 

@@ -316,7 +316,7 @@ def test_a_tool_schema_only_the_scorer_reads_is_reported_and_fails_the_run(tmp_p
     assert "data.jsonl: row 1" in capsys.readouterr().err
 
 
-def test_scoring_single_turn_rows_never_imports_torch(tmp_path):
+def test_scoring_single_turn_rows_never_imports_torch():
     """`grpo-tools score` on single-turn rows needs no model: importing its modules must not bring torch in (2 s of
     CPU and about 200 MB at each start, and in each of its worker processes)."""
     script = (

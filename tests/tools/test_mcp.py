@@ -399,7 +399,7 @@ def test_grpo_tools_eval_runs_rollouts_against_the_server_and_scores_its_state(t
     assert set(report["tools"]["failures"]) >= {"server_error", "server_down", "timeout", "limit"}
 
 
-def test_evaluations_state_check_reads_the_whole_row_as_in_training(tiny_model_dir, tokenizer, tmp_path):
+def test_evaluations_state_check_reads_the_whole_row_as_in_training(tiny_model_dir, tokenizer, tmp_path, monkeypatch):
     """trl resets an environment with every column of the row, so a user's state check may read any of them; the
     evaluation's rollouts must hand it the same row, or a check that works in training fails in `grpo-tools eval`."""
     from transformers import AutoModelForCausalLM
@@ -415,7 +415,7 @@ def test_evaluations_state_check_reads_the_whole_row_as_in_training(tiny_model_d
         seen.append((row["id"], row["expected"], row["env"]))
         return float(row["expected"] == "Lima")
 
-    environment._state_check = staticmethod(check)  # a stand-in for a user's check (tasks.mcp_git's reads git)
+    monkeypatch.setattr(environment, "_state_check", staticmethod(check))  # a user's check (tasks.mcp_git's reads git)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     report = evaluate_multi_turn(model, tokenizer, rows, tmp_path, max_new_tokens=8, max_turns=1, progress=False)
     assert sorted(seen) == [("r0", "Tokyo", {"name": "mcp"}), ("r1", "Lima", {"name": "mcp"})]
