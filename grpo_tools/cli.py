@@ -22,7 +22,7 @@ class Command:
 COMMANDS: dict[str, Command] = {
     "train": Command("Fine-tune tool calling with GRPO from a recipe YAML.", "grpo_tools.training.run:main"),
     "score": Command(
-        "Score a file of model outputs against a canonical dataset.", "grpo_tools.evaluation.scoring:main"
+        "Score a file of model outputs against a canonical dataset.", "grpo_tools.evaluation.score_cli:main"
     ),
     "check-data": Command("Lint a canonical tool-calling dataset.", "grpo_tools.cli:check_data_main"),
     "convert": Command(

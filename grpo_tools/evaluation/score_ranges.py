@@ -5,6 +5,12 @@ predictions file is scored in ranges (each prediction read, joined to its data r
 workers share, and scored). The main process only cuts the files into ranges, merges what comes back in file order
 and keeps the tallies (about a tenth of the work), so the rest is shared among the workers. Ranges are cut by size
 alone, and results merged in their order, so the report is the same for any number of workers.
+
+Predictions are most often written in the data's order, one a row. So while indexing a data range, a worker also
+reads the same lines of the predictions file, and where a line's prediction has the id of the data row on the same
+line it scores it there, with the gold it has just built (`Prescored`). Scoring later takes that score instead of
+reading the data row and building its gold a second time: the same score, each prediction still joined, counted and
+merged in file order as any other.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from hashlib import blake2b
+from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +30,18 @@ import orjson
 from grpo_tools.data.jsonl import DataError, parse_jsonl_line
 from grpo_tools.data.rows import derive_category
 from grpo_tools.rewards import GoldError, make_gold, score_completion
-from grpo_tools.rewards.parsing.fastjson import DIGITS_AS_ZERO, NINETEEN_DIGITS
+from grpo_tools.rewards.gold import Gold
+from grpo_tools.rewards.parsing.fastjson import no_nineteen_digits
 
 
 __all__ = [
     "IndexPart",
+    "Prescored",
     "ScoredPart",
     "id_key",
     "index_range",
     "line_ranges",
+    "line_starts",
     "load_row",
     "release_index",
     "score_range",
@@ -53,6 +63,38 @@ def line_ranges(path: Path, size: int) -> Iterator[tuple[int, int, int]]:
             yield start, start + len(block), line
             start += len(block)
             line += block.count(b"\n")
+
+
+def line_starts(path: Path, numbers: list[int]) -> list[int]:
+    """The byte offset at which each line (1-based, in ascending order) starts; the file's size for a line past its
+    end."""
+    import numpy as np
+
+    starts: list[int] = []
+    wanted = iter(numbers)
+    target = next(wanted, None)
+    while target == 1:
+        starts.append(0)
+        target = next(wanted, None)
+    position, before = 0, 0  # the block's offset, and the newlines before it
+    with path.open("rb") as handle:
+        while target is not None:
+            block = handle.read(_BLOCK_BYTES)
+            if not block:
+                break
+            newlines = block.count(b"\n")
+            found = None
+            while target is not None and target - 1 <= before + newlines:  # the line starts after newline target-1
+                if found is None:
+                    found = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
+                starts.append(position + int(found[target - 2 - before]) + 1)
+                target = next(wanted, None)
+            position, before = position + len(block), before + newlines
+    size = path.stat().st_size
+    return starts + [size] * (len(numbers) - len(starts))
+
+
+_BLOCK_BYTES = 1 << 20
 
 
 def _lines(path: Path, start: int, end: int) -> list[bytes]:
@@ -84,7 +126,7 @@ def _row_label(path: Path, line_number: int, row_id: Any = None) -> str:
 def load_row(line: bytes) -> Any:
     """`json.loads(line)` for a data line: the same value or error, read by orjson where it reads the line exactly as
     `json` does (see `fastjson`: no run of 19 digits; orjson refuses everything else it would read otherwise)."""
-    if NINETEEN_DIGITS not in line.translate(DIGITS_AS_ZERO):
+    if no_nineteen_digits(line):
         try:
             return orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -101,26 +143,88 @@ class IndexPart:
     line_numbers: array = field(default_factory=lambda: array("q"))
     categories: list[Any] = field(default_factory=list)
     problems: list[tuple[int, str]] = field(default_factory=list)  # (line number, message)
+    scored: Prescored | None = None  # the predictions on the same lines scored with the row's gold
 
 
-def index_range(task: tuple[str, int, int, int]) -> IndexPart:
-    """Read and check the data rows of one byte range: `(path, start, end, first line number)`."""
-    name, start, end, line_number = task
+@dataclass
+class Prescored:
+    """Predictions scored while indexing, by line number: each had the id of the data row on its line."""
+
+    lines: array = field(default_factory=lambda: array("q"))
+    scores: array = field(default_factory=lambda: array("d"))
+    errors: list[tuple[str, ...]] = field(default_factory=list)
+    gold_errors: dict[int, str] = field(default_factory=dict)  # line number -> message
+
+    def add(self, other: Prescored) -> None:
+        self.lines += other.lines
+        self.scores += other.scores
+        self.errors += other.errors
+        self.gold_errors.update(other.gold_errors)
+
+
+# A range stops trying its predictions' lines once this many have missed, and more than have matched: the
+# predictions are in another order, and the join does the work.
+_MISSES_ALLOWED = 64
+
+
+def index_range(task: tuple[str, int, int, int, tuple[str, int, int, str] | None]) -> IndexPart:
+    """Read and check the data rows of one byte range: `(path, start, end, first line number, same lines)`, where
+    `same lines` is `(predictions path, start, end, reward)`, the predictions file's byte range of the same line
+    numbers, or None."""
+    name, start, end, line_number, same_lines = task
     path = Path(name)
     part = IndexPart()
+    data_lines = _lines(path, start, end)
+    predictions: list[bytes] = []
+    if same_lines is not None:
+        predictions = _lines(Path(same_lines[0]), same_lines[1], same_lines[2])
+        part.scored = Prescored()
+    misses = 0
     offset = start
-    for number, line in enumerate(_lines(path, start, end), start=line_number):
+    for number, line in enumerate(data_lines, start=line_number):
         line_offset, offset = offset, offset + len(line) + 1
         if not line.strip():
             continue
-        problem = _index_row(part, path, line, line_offset, number)
-        if problem:
-            part.problems.append((number, problem))
+        found = _index_row(part, path, line, line_offset, number)
+        if type(found) is str:
+            part.problems.append((number, found))
+        elif number - line_number < len(predictions) and misses <= max(_MISSES_ALLOWED, len(part.scored.lines)):
+            label = f"{path}: row {number}"  # as `score_range` names the row
+            if not _prescore(part.scored, predictions[number - line_number], number, *found, same_lines[3], label):
+                misses += 1
     return part
 
 
-def _index_row(part: IndexPart, path: Path, line: bytes, offset: int, line_number: int) -> str | None:
-    """Add one data line to the part; return a message naming the row and field when it cannot be scored."""
+def _prescore(scored: Prescored, line: bytes, number: int, row_id: Any, gold: Gold, reward: str, label: str) -> bool:
+    """Score the prediction on the data row's line if it has the row's id, as `score_range` would; whether it did."""
+    prediction = parse_jsonl_line(line, number)
+    if not (isinstance(prediction, dict) and "id" in prediction and "completion" in prediction):
+        return False
+    if str(prediction["id"]) != str(row_id):
+        return False
+    scored.lines.append(number)
+    gold.row = label  # indexing named the row with its id, in errors it found; scoring names it by its line
+    try:
+        verdict = score_completion(reward, prediction["completion"], gold)
+    except GoldError as error:
+        scored.gold_errors[number] = str(error)
+        scored.scores.append(0.0)
+        scored.errors.append(())
+        return True
+    scored.scores.append(verdict.score)
+    if len(_ERRORS) >= 4096:
+        _ERRORS.clear()
+    scored.errors.append(_ERRORS.setdefault(verdict.errors, verdict.errors))  # one tuple for each set of errors
+    return True
+
+
+# The error kinds of prescored predictions, each distinct tuple kept once (the partial scorer makes one per output).
+_ERRORS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _index_row(part: IndexPart, path: Path, line: bytes, offset: int, line_number: int) -> str | tuple[Any, Gold]:
+    """Add one data line to the part and return its id and gold; or a message naming the row and field when it cannot
+    be scored."""
     try:
         row = load_row(line)
     except ValueError as error:
@@ -145,7 +249,7 @@ def _index_row(part: IndexPart, path: Path, line: bytes, offset: int, line_numbe
     part.offsets.append(offset)
     part.line_numbers.append(line_number)
     part.categories.append(row.get("category") or derive_category(gold.calls, tools))
-    return None
+    return row_id, gold
 
 
 @dataclass
@@ -171,9 +275,10 @@ class ScoredPart:
 _STATE: dict[str, Any] = {}
 
 
-def set_index(index: Any, predictions: str, reward: str) -> None:
-    """Give this process what `score_range` reads (a pool's initializer; with fork the index is not copied)."""
-    _STATE.update(index=index, predictions=Path(predictions), reward=reward, handle=None, pid=None)
+def set_index(index: Any, predictions: str, reward: str, ids: bool = True) -> None:
+    """Give this process what `score_range` reads (a pool's initializer; with fork the index is not copied). Without
+    `ids`, a prediction scored while indexing is not read again, and its id (the data row's) is left None."""
+    _STATE.update(index=index, predictions=Path(predictions), reward=reward, ids=ids, handle=None, pid=None)
 
 
 def release_index() -> None:
@@ -196,12 +301,24 @@ def score_range(task: tuple[int, int, int]) -> ScoredPart:
     start, end, first_line = task
     path, index, reward = _STATE["predictions"], _STATE["index"], _STATE["reward"]
     keys, rows, offsets, data_lines = index.keys, index.rows, index.offsets, index.line_numbers
+    prescored: Prescored | None = index.prescored
     data = _data_handle()
     part = ScoredPart()
     lines = _lines(path, start, end)
     part.lines = len(lines)
+    # Each line's position among the lines whose prediction indexing scored, or -1.
+    known = [-1] * len(lines)
+    if prescored is not None and len(prescored.lines) and lines:
+        scored_lines = np.frombuffer(prescored.lines, dtype=np.int64)
+        numbers = np.arange(first_line, first_line + len(lines), dtype=np.int64)
+        position = np.minimum(np.searchsorted(scored_lines, numbers), len(scored_lines) - 1)
+        known = np.where(scored_lines[position] == numbers, position, -1).tolist()
+    with_ids = _STATE["ids"]
     readable = []
-    for number, raw in enumerate(lines, start=first_line):
+    for number, raw, done in zip(count(first_line), lines, known):
+        if done >= 0 and not with_ids:  # read when indexing, and its id is the data row's on the same line
+            readable.append((number, None, done))
+            continue
         row = parse_jsonl_line(raw, number)
         if row is None:
             continue
@@ -212,12 +329,27 @@ def score_range(task: tuple[int, int, int]) -> ScoredPart:
             part.unreadable += 1
             part.notes.append((number, f"{path}: row {number}: {'id' if 'id' not in row else 'completion'}: missing"))
         else:
-            readable.append((number, row, id_key(row["id"])))
-    sought = np.array([key for _, _, key in readable], dtype=np.uint64)
+            readable.append((number, row, done))
+    numbers = np.fromiter((number for number, _, _ in readable), dtype=np.int64, count=len(readable))
+    # The data row on each line, for the prescored; the others are found by the key of their id.
+    row_on_line = np.searchsorted(np.frombuffer(data_lines, dtype=np.int64), numbers).tolist()
+    sought = np.fromiter(
+        (id_key(row["id"]) if done < 0 else 0 for _, row, done in readable), dtype=np.uint64, count=len(readable)
+    )
     found = np.searchsorted(np.frombuffer(keys, dtype=np.uint64), sought).tolist() if readable else []
-    for (number, row, key), position in zip(readable, found, strict=True):
+    for (number, row, done), on_line, key, position in zip(readable, row_on_line, sought.tolist(), found, strict=True):
         part.predictions += 1
-        gold_row, row_index, text = None, -1, str(row["id"])
+        if done >= 0:
+            part.rows.append(on_line)
+            part.line_numbers.append(number)
+            part.ids.append(None if row is None else str(row["id"]))
+            if number in prescored.gold_errors:
+                part.gold_errors[len(part.scores)] = prescored.gold_errors[number]
+            part.scores.append(prescored.scores[done])
+            part.errors.append(prescored.errors[done])
+            continue
+        text = str(row["id"])
+        gold_row, row_index = None, -1
         while position < len(keys) and keys[position] == key:  # more than one only where two ids' keys collide
             data.seek(offsets[rows[position]])
             gold_row = load_row(data.readline())

@@ -9,7 +9,6 @@ report layout is in docs/cli.md ("`grpo-tools score`").
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -17,14 +16,17 @@ from array import array
 from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from grpo_tools.data.rows import DataError
 from grpo_tools.evaluation.score_ranges import (
+    Prescored,
     ScoredPart,
     index_range,
     line_ranges,
+    line_starts,
     read_id,
     release_index,
     score_range,
@@ -33,7 +35,7 @@ from grpo_tools.evaluation.score_ranges import (
 from grpo_tools.rewards import ERROR_KINDS, REWARDS
 
 
-__all__ = ["SCORERS", "DataIndex", "index_data", "main", "score_files"]
+__all__ = ["SCORERS", "DataIndex", "index_data", "score_files"]
 
 # `--scorer` names: the reward registry's names without their `tool_` prefix.
 SCORERS: dict[str, str] = {name.removeprefix("tool_"): name for name in REWARDS}
@@ -59,6 +61,7 @@ class DataIndex:
     line_numbers: array  # 1-based line number of each row, for messages
     categories: bytearray  # index into category_names, per row
     category_names: list[str]
+    prescored: Prescored | None = None  # predictions scored while indexing (`score_ranges`), by line number
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -70,8 +73,19 @@ def _pool(workers: int, initializer: Any = None, initargs: tuple = ()) -> Any:
     return multiprocessing.get_context().Pool(workers, initializer, initargs)
 
 
-def index_data(path: str | os.PathLike[str], workers: int = 1) -> DataIndex:
-    """Read a canonical dataset once, checking every row can be scored; raise `DataError` listing the bad rows."""
+def index_data(
+    path: str | os.PathLike[str],
+    workers: int = 1,
+    predictions: Path | None = None,
+    reward: str | None = None,
+    progress: bool = False,
+) -> DataIndex:
+    """Read a canonical dataset once, checking every row can be scored; raise `DataError` listing the bad rows.
+
+    With `predictions` and `reward`, each prediction on the same line as a data row with its id is scored on the way
+    (`index.prescored`), which `score_range` then reads instead of the data row."""
+    from tqdm import tqdm
+
     path = Path(path)
     try:
         path.open("rb").close()
@@ -83,10 +97,25 @@ def index_data(path: str | os.PathLike[str], workers: int = 1) -> DataIndex:
     category_codes: dict[str, int] = {}
     keys = array("Q")
     found: list[tuple[int, str]] = []
-    tasks = [(str(path), *task) for task in line_ranges(path, _RANGE_BYTES)]
+    ranges = list(line_ranges(path, _RANGE_BYTES))
+    tasks = [(str(path), *task, None) for task in ranges]
+    if predictions is not None and reward is not None and ranges:
+        # The predictions file's bytes of each range's lines: from its first line to the next range's first.
+        last = ranges[-1]
+        with path.open("rb") as handle:
+            handle.seek(last[0])
+            block = handle.read(last[1] - last[0])
+        after = last[2] + block.count(b"\n") + (not block.endswith(b"\n"))
+        starts = line_starts(predictions, [first for _, _, first in ranges] + [after])
+        same = [(str(predictions), begin, end, reward) for begin, end in pairwise(starts)]
+        tasks = [(*task[:4], lines) for task, lines in zip(tasks, same, strict=True)]
+        index.prescored = Prescored()
+    bar = tqdm(total=ranges[-1][1] if ranges else 0, unit="B", unit_scale=True, desc="reading data",
+               disable=not progress or None, file=sys.stderr)  # fmt: skip
     with ExitStack() as stack:
+        stack.enter_context(bar)
         pool = stack.enter_context(_pool(workers)) if workers > 1 and len(tasks) > 1 else None
-        for part in pool.imap(index_range, tasks) if pool else map(index_range, tasks):
+        for task, part in zip(tasks, pool.imap(index_range, tasks) if pool else map(index_range, tasks), strict=True):
             found += part.problems
             keys += part.keys
             index.offsets += part.offsets
@@ -96,6 +125,9 @@ def index_data(path: str | os.PathLike[str], workers: int = 1) -> DataIndex:
                     category_codes[category] = len(index.category_names)
                     index.category_names.append(category)
                 index.categories.append(category_codes[category])
+            if part.scored is not None:
+                index.prescored.add(part.scored)
+            bar.update(task[2] - task[1])
     found += _sort_keys(index, keys)
     if found:
         problems = [message for _, message in sorted(found, key=lambda item: item[0])]
@@ -177,7 +209,7 @@ def score_files(
     if workers is None:
         many = predictions.is_file() and predictions.stat().st_size >= _PARALLEL_BYTES
         workers = (os.cpu_count() or 1) if many else 1
-    index = index_data(data, workers)
+    index = index_data(data, workers, predictions if predictions.is_file() else None, reward, progress)
     if not predictions.is_file():
         raise DataError(f"{predictions}: no such file")
     tasks = list(line_ranges(predictions, _RANGE_BYTES))
@@ -201,7 +233,7 @@ def score_files(
     bar = cleanup.enter_context(
         tqdm(total=total_lines, unit="rows", desc="scoring", disable=not progress or None, file=sys.stderr)
     )
-    state = (index, str(predictions), reward)
+    state = (index, str(predictions), reward, per_row_handle is not None)
     pool = cleanup.enter_context(_pool(workers, set_index, state)) if workers > 1 and len(tasks) > 1 else None
     if pool is None:
         set_index(*state)
@@ -243,6 +275,9 @@ def _merge(part: ScoredPart, index: DataIndex, tally: _Tally, seen: bytearray, n
         if seen[row_index]:
             tally.rows["duplicate_prediction"] += 1
             number, row_id = part.line_numbers[position], part.ids[position]
+            if row_id is None:  # a prediction scored while indexing: its id is its data row's
+                with index.path.open("rb") as handle:
+                    row_id = read_id(handle, index.offsets[row_index])
             found.append((number, f"{predictions}: row {number} (id={row_id}): a second prediction for this id; the "
                                   "first is scored"))  # fmt: skip
             continue
@@ -281,99 +316,3 @@ def _report(reward: str, index: DataIndex, predictions: Path, tally: _Tally) -> 
         "by_category": by_category,
         "errors": {kind: tally.errors[kind] for kind in ERROR_KINDS if tally.errors[kind]},
     }
-
-
-def print_report(report: dict[str, Any]) -> None:
-    """The report as tables on the terminal."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    table = Table(title=f"{report['scorer']} accuracy: {report['predictions']} vs {report['data']}")
-    for column in ("category", "rows", "correct", "accuracy", "mean reward"):
-        table.add_column(column, justify="left" if column == "category" else "right")
-    for category, totals in report["by_category"].items():
-        table.add_row(
-            category,
-            str(totals["rows"]),
-            str(totals["correct"]),
-            f"{totals['accuracy']:.3f}",
-            f"{totals['mean_reward']:.3f}",
-        )
-    correct = sum(totals["correct"] for totals in report["by_category"].values())
-    table.add_row(
-        "all", str(report["rows"]["data"]), str(correct), f"{report['accuracy']:.3f}", f"{report['mean_reward']:.3f}",
-        style="bold",
-    )  # fmt: skip
-    console.print(table)
-    if report["errors"]:
-        errors = Table(title="rows with each error kind")
-        errors.add_column("error")
-        errors.add_column("rows", justify="right")
-        for kind, count in sorted(report["errors"].items(), key=lambda item: -item[1]):
-            errors.add_row(kind, str(count))
-        console.print(errors)
-    if "overall" in report:
-        console.print(f"overall (BFCL's multi-turn accuracy: the mean over the categories): {report['overall']:.3f}")
-    console.print("rows: " + ", ".join(f"{key} {value}" for key, value in report["rows"].items()))
-
-
-def main(argv: list[str]) -> int:
-    """`grpo-tools score`: score predictions, print the tables, write the report; exit 2 on unusable input."""
-    from grpo_tools.evaluation.bfcl_decoding import DECODER_HELP, DECODERS
-
-    parser = argparse.ArgumentParser(
-        prog="grpo-tools score", description="Score model outputs against a canonical dataset."
-    )
-    parser.add_argument("--data", required=True, help="canonical dataset (JSONL)")
-    parser.add_argument(
-        "--predictions",
-        required=True,
-        help='JSONL of {"id": ..., "completion": "<raw model text>"}; for BFCL multi-turn rows (`convert --from bfcl '
-        'multi_turn_*`), BFCL\'s result file ({"id": ..., "result": [per turn, per step, the response]}), scored by '
-        "BFCL's multi-turn verdict",
-    )
-    parser.add_argument(
-        "--scorer",
-        choices=list(SCORERS),
-        default="bfcl",
-        help="reward deciding correctness: "
-        + "; ".join(f"{name}: {REWARDS[full].description}" for name, full in SCORERS.items()),
-    )
-    parser.add_argument("--decoder", choices=list(DECODERS), default="grpo-tools", help=DECODER_HELP)
-    parser.add_argument("--output", help="write the report (JSON) here")
-    parser.add_argument("--per-row", help="write one verdict per data row (JSONL) here")
-    parser.add_argument(
-        "--workers", type=int, default=None, help="worker processes (default: all cores for large files)"
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
-    if args.workers is not None and args.workers < 1:
-        parser.error(f"--workers must be at least 1, got {args.workers}")
-
-    from grpo_tools.evaluation.bfcl_multi_turn import is_bfcl_multi_turn, score_bfcl_multi_turn
-
-    try:
-        if is_bfcl_multi_turn(args.data):  # BFCL's multi-turn rows: BFCL's verdict, whatever --scorer says
-            report, notes = score_bfcl_multi_turn(args.data, args.predictions, args.per_row, args.decoder)
-        elif args.decoder != "grpo-tools":
-            raise DataError(
-                f"{args.data}: --decoder reads BFCL multi-turn results; these are not BFCL multi-turn rows"
-            )
-        else:
-            report, notes = score_files(
-                args.data, args.predictions, args.scorer, args.workers, args.per_row, not args.quiet
-            )
-    except DataError as error:
-        print(f"grpo-tools score: {error}", file=sys.stderr)
-        return 2
-    for note in notes[:_MAX_REPORTED]:
-        print(note, file=sys.stderr)
-    if len(notes) > _MAX_REPORTED:
-        print(f"... and {len(notes) - _MAX_REPORTED} more lines like these", file=sys.stderr)
-    print_report(report)
-    if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        print(f"wrote {args.output}")
-    return 1 if report["rows"]["invalid_data"] else 0

@@ -171,6 +171,104 @@ def test_workers_reading_their_own_ranges_give_byte_identical_reports_notes_and_
     assert next(row for row in per_row if row["id"] == "r50")["score"] == 0.0  # "early", not r50's own completion
 
 
+def _layouts(tmp_path):
+    """Prediction files against one data file: in the data's order, shuffled, and in order with a row's second
+    prediction, unreadable, unmatched and blank lines, one missing, and a row whose tool schema only `schema` reads."""
+    import random
+
+    rows = [{**DATA[i % len(DATA)], "id": f"r{i}"} for i in range(40)]
+    broken = {
+        "type": "function",
+        "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "colour"}}}},
+    }
+    rows[9] = {"id": "r9", "messages": MESSAGES, "tools": [broken], "answers": [{"name": "f", "arguments": {"x": 1}}]}
+    rows[33]["id"] = "33"
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    lines = [
+        json.dumps({"id": row["id"], "completion": PREDICTIONS[i % 5]["completion"]}) for i, row in enumerate(rows)
+    ]
+    lines[9] = json.dumps({"id": "r9", "completion": "[f(x=1)]"})
+    files = {"in order": lines, "shuffled": random.Random(0).sample(lines, len(lines))}
+    mixed = list(lines)
+    mixed[5] = json.dumps({"id": "r6", "completion": "r6, early"})  # r5 missing; r6 twice, the first scored
+    mixed[12], mixed[20], mixed[30] = "{not json", "", json.dumps({"id": "ghost", "completion": "x"})
+    mixed[33] = json.dumps({"id": 33, "completion": PREDICTIONS[3]["completion"]})  # joined by the id's text
+    files["mixed"] = [*mixed, json.dumps({"id": "r0", "completion": "again"})]
+    paths = {}
+    for name, content in files.items():
+        paths[name] = tmp_path / f"{name.replace(' ', '_')}.jsonl"
+        paths[name].write_text("\n".join(content) + "\n")
+    return data, paths
+
+
+@pytest.mark.parametrize("scorer", ["bfcl", "partial", "schema"])
+def test_predictions_scored_while_indexing_give_the_report_of_the_join(tmp_path, monkeypatch, scorer):
+    """Where a prediction sits on its data row's line, indexing scores it with the gold it has just read. With that
+    turned off (every prediction joined and scored afterwards) the reports, notes and per-row verdicts are the same
+    bytes, in the data's order and out of it, with one worker and two, with and without per-row verdicts."""
+    import grpo_tools.evaluation.score_ranges as score_ranges
+    import grpo_tools.evaluation.scoring as scoring
+
+    monkeypatch.setattr(scoring, "_RANGE_BYTES", 700)  # ranges of a few rows: many per file
+    data, predictions = _layouts(tmp_path)
+    join_only = score_ranges._prescore
+    for name, path in predictions.items():
+        outputs = []
+        for prescoring in (True, False):
+            monkeypatch.setattr(score_ranges, "_prescore", join_only if prescoring else lambda *_: False)
+            for workers in (1, 2):
+                for per_row in (tmp_path / "rows.jsonl", None):
+                    report, notes = score_files(data, path, scorer, workers, per_row, progress=False)
+                    verdicts = per_row.read_bytes() if per_row else None
+                    outputs.append((prescoring, per_row is not None, json.dumps(report), notes, verdicts))
+        with_rows = [output[2:] for output in outputs if output[1]]
+        without_rows = [output[2:4] for output in outputs if not output[1]]
+        assert all(output == with_rows[0] for output in with_rows), name
+        assert all(output == with_rows[0][:2] for output in without_rows), name
+    report = json.loads(with_rows[0][0])  # the mixed file
+    assert report["rows"] == {"data": 40, "predictions": 39, "scored": 36, "missing_prediction": 4,  # r5, 12, 20, 30
+                              "unmatched_prediction": 1, "duplicate_prediction": 2, "unreadable": 1,
+                              "invalid_data": 1}  # fmt: skip
+
+
+def test_predictions_in_the_data_order_are_scored_without_reading_the_data_again(tmp_path, monkeypatch):
+    """The point of scoring while indexing: a predictions file in the data's order (as `eval` writes one) reads each
+    data row once. Out of order, each joined prediction reads its row a second time."""
+    import grpo_tools.evaluation.score_ranges as score_ranges
+    import grpo_tools.evaluation.scoring as scoring
+
+    monkeypatch.setattr(scoring, "_RANGE_BYTES", 700)
+    data, predictions = _layouts(tmp_path)
+    reads = []
+    load_row = score_ranges.load_row
+    monkeypatch.setattr(score_ranges, "load_row", lambda line: reads.append(line) or load_row(line))
+    ids = [json.loads(line)["id"] for line in data.read_text().splitlines()]
+    for name, path in predictions.items():
+        if name == "mixed":
+            continue
+        on_own_line = sum(json.loads(line)["id"] == ids[i] for i, line in enumerate(path.read_text().splitlines()))
+        reads.clear()
+        report, _ = score_files(data, path, "bfcl", workers=1, progress=False)
+        assert report["rows"]["scored"] == 40
+        assert len(reads) == 40 + (40 - on_own_line), name  # in order, all 40 on their own line
+    assert on_own_line < 5  # the shuffled file
+
+
+def test_line_starts_finds_each_line_across_blocks(tmp_path, monkeypatch):
+    import grpo_tools.evaluation.score_ranges as score_ranges
+
+    monkeypatch.setattr(score_ranges, "_BLOCK_BYTES", 7)
+    path = tmp_path / "lines.txt"
+    content = b"\xef\xbb\xbfone\n\nthree is longer than a block\nfour\nfive"  # no newline after the last line
+    path.write_bytes(content)
+    lines = content.split(b"\n")
+    starts = [sum(len(line) + 1 for line in lines[: number - 1]) for number in range(1, 6)]
+    assert score_ranges.line_starts(path, [1, 2, 3, 4, 5, 6, 9]) == [*starts, len(content), len(content)]
+    assert score_ranges.line_starts(path, [2, 5]) == [starts[1], starts[4]]
+    assert score_ranges.line_starts(path, []) == []
+
+
 def test_ids_whose_keys_collide_are_still_told_apart(files, tmp_path, monkeypatch):
     """The index holds 64-bit keys of the ids, not the ids: with a key that collides for most ids, the report, notes
     and verdicts are the same as with the real one, and a repeated id is still found."""

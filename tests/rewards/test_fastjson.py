@@ -100,3 +100,15 @@ def test_hermes_call_with_a_big_integer_inside_a_list_keeps_it_exact() -> None:
     (call,) = parse_tool_calls(text).calls
     assert call.arguments["ids"] == [1, 123456789012345678901234567890]
     assert type(call.arguments["ids"][1]) is int
+
+
+@pytest.mark.parametrize("run", [18, 19, 20])
+@pytest.mark.parametrize("length", [100, 600, 5000])
+def test_no_nineteen_digits_finds_every_run_at_any_offset(run, length) -> None:
+    """A run of 19 digits in a JSONL line is found wherever it starts (the long-line shortcut looks at every ninth
+    byte first), and 18 digits in a row are not such a run."""
+    from grpo_tools.rewards.parsing.fastjson import no_nineteen_digits
+
+    for start in range(length - run):
+        line = b'{"a": "' + b"x" * start + b"7" * run + b"y" * (length - run - start) + b'", "b": 2025}'
+        assert no_nineteen_digits(line) is (run < 19), start
