@@ -62,7 +62,7 @@ def line_ranges(path: Path, size: int) -> Iterator[tuple[int, int, int]]:
                 block += handle.readline()
             yield start, start + len(block), line
             start += len(block)
-            line += block.count(b"\n")
+            line += _newlines(block)
 
 
 def line_starts(path: Path, numbers: list[int]) -> list[int]:
@@ -82,7 +82,7 @@ def line_starts(path: Path, numbers: list[int]) -> list[int]:
             block = handle.read(_BLOCK_BYTES)
             if not block:
                 break
-            newlines = block.count(b"\n")
+            newlines = _newlines(block)
             found = None
             while target is not None and target - 1 <= before + newlines:  # the line starts after newline target-1
                 if found is None:
@@ -95,6 +95,14 @@ def line_starts(path: Path, numbers: list[int]) -> list[int]:
 
 
 _BLOCK_BYTES = 1 << 20
+
+
+def _newlines(block: bytes) -> int:
+    """`block.count(b"\\n")`, in numpy's vector loop: a sixth of the time on a MiB (the main process counts every
+    line of both files while cutting them into ranges)."""
+    import numpy as np
+
+    return int(np.count_nonzero(np.frombuffer(block, dtype=np.uint8) == 10))
 
 
 def _lines(path: Path, start: int, end: int) -> list[bytes]:
@@ -119,7 +127,7 @@ def read_id(handle: Any, offset: int) -> str:
     return str(load_row(handle.readline())["id"])
 
 
-def _row_label(path: Path, line_number: int, row_id: Any = None) -> str:
+def _row_label(path: Path | str, line_number: int, row_id: Any = None) -> str:
     return f"{path}: row {line_number}" + (f" (id={row_id})" if row_id is not None else "")
 
 
@@ -183,13 +191,13 @@ def index_range(task: tuple[str, int, int, int, tuple[str, int, int, str] | None
     offset = start
     for number, line in enumerate(data_lines, start=line_number):
         line_offset, offset = offset, offset + len(line) + 1
-        if not line.strip():
+        if not line or line.isspace():  # `not line.strip()`, without copying the line
             continue
-        found = _index_row(part, path, line, line_offset, number)
+        found = _index_row(part, name, line, line_offset, number)
         if type(found) is str:
             part.problems.append((number, found))
         elif number - line_number < len(predictions) and misses <= max(_MISSES_ALLOWED, len(part.scored.lines)):
-            label = f"{path}: row {number}"  # as `score_range` names the row
+            label = f"{name}: row {number}"  # as `score_range` names the row
             if not _prescore(part.scored, predictions[number - line_number], number, *found, same_lines[3], label):
                 misses += 1
     return part
@@ -222,7 +230,7 @@ def _prescore(scored: Prescored, line: bytes, number: int, row_id: Any, gold: Go
 _ERRORS: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
-def _index_row(part: IndexPart, path: Path, line: bytes, offset: int, line_number: int) -> str | tuple[Any, Gold]:
+def _index_row(part: IndexPart, path: str, line: bytes, offset: int, line_number: int) -> str | tuple[Any, Gold]:
     """Add one data line to the part and return its id and gold; or a message naming the row and field when it cannot
     be scored."""
     try:
