@@ -725,6 +725,34 @@ def test_evaluate_multi_turn_reports_outcome_accuracy_and_tool_failures(tokenize
     )
 
 
+def test_evaluate_multi_turn_shows_one_progress_bar_over_every_row(tokenizer, tmp_path, monkeypatch):
+    """Rolled out `batch_size` rows at a time, the rows still count on one bar, from 0 to all of them."""
+    import tqdm
+
+    made = []
+
+    class Bar:
+        def __init__(self, *args, total=None, **kwargs):
+            self.total, self.n = total, 0
+            made.append(self)
+
+        def update(self, n=1):
+            self.n += n
+
+        def close(self):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(tqdm, "tqdm", Bar)
+    evaluate_multi_turn(ScriptedModel(tokenizer), tokenizer, lab_rows(), tmp_path, batch_size=2, timeout=0.05)
+    assert [(bar.total, bar.n) for bar in made] == [(6, 6)]
+
+
 def test_evaluation_stops_at_the_turn_limit_and_the_token_budget(tokenizer, tmp_path):
     rows = [row for row in lab_rows() if row["id"] == "valid"]
     [one_turn] = run_rollouts(ScriptedModel(tokenizer), tokenizer, rows, max_turns=1, timeout=0.05)
