@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,13 +100,15 @@ def run_rollouts(
     max_turns: int = 4,
     timeout: float = DEFAULT_TOOL_TIMEOUT,
     progress: bool = False,
+    bar: Any = None,
 ) -> list[Rollout]:
     """Roll every row out greedily, as trl's tool loop does: generate a turn, execute its calls, append the tool
     results, generate again, until the model answers without a call or `max_turns` assistant turns are written.
 
     `max_new_tokens` bounds the whole trajectory after the prompt, generated and tool tokens together (trl's
     `max_completion_length`): a turn is cut where the budget ends, and tool results that would not fit are dropped,
-    leaving the rollout without an answer, as trl does.
+    leaving the rollout without an answer, as trl does. Each finished rollout counts on `bar` (a tqdm bar the caller
+    keeps over more rows than these), else on a bar of its own when `progress`.
     """
     import torch
     from tqdm import tqdm
@@ -126,7 +129,10 @@ def run_rollouts(
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad(), tqdm(total=len(rollouts), desc="rollouts", disable=not progress or None) as bar:
+        own_bar = None
+        if bar is None:
+            bar = own_bar = tqdm(total=len(rollouts), desc="rollouts", disable=not progress or None)
+        with torch.no_grad(), own_bar if own_bar is not None else nullcontext():
             for turn in range(max_turns):
                 active = [rollout for rollout in rollouts if not rollout.done]
                 for start in range(0, len(active), batch_size):
@@ -230,24 +236,27 @@ def evaluate_multi_turn(
     output_dir.mkdir(parents=True, exist_ok=True)
     # `batch_size` rows at a time, each with its environment: an MCP server's process and working copy live only
     # until their rows' state is checked, so at most `batch_size` servers run at once, however many rows there are.
+    from tqdm import tqdm
+
     rollouts: list[Rollout] = []
     checks: list[float] = []
-    for start in range(0, len(rows), max(1, batch_size)):
-        chunk = run_rollouts(
-            model,
-            tokenizer,
-            rows[start : start + max(1, batch_size)],
-            batch_size=batch_size,
-            max_new_tokens=max_new_tokens,
-            max_turns=max_turns,
-            timeout=timeout,
-            progress=progress,
-        )
-        for rollout in chunk:
-            if hasattr(rollout.environment, "get_reward"):  # an MCP server's state check of the working copy
-                checks.append(rollout.environment.get_reward())
-            rollout.environment._close()  # an MCP environment's server and working copy go now, not at exit
-        rollouts += chunk
+    with tqdm(total=len(rows), desc="rollouts", disable=not progress or None) as bar:  # one bar over every chunk
+        for start in range(0, len(rows), max(1, batch_size)):
+            chunk = run_rollouts(
+                model,
+                tokenizer,
+                rows[start : start + max(1, batch_size)],
+                batch_size=batch_size,
+                max_new_tokens=max_new_tokens,
+                max_turns=max_turns,
+                timeout=timeout,
+                bar=bar,
+            )
+            for rollout in chunk:
+                if hasattr(rollout.environment, "get_reward"):  # an MCP server's state check of the working copy
+                    checks.append(rollout.environment.get_reward())
+                rollout.environment._close()  # an MCP environment's server and working copy go now, not at exit
+            rollouts += chunk
     predictions = output_dir / f"{label}_predictions.jsonl"
     with predictions.open("w", encoding="utf-8") as handle:
         for rollout in rollouts:
