@@ -234,10 +234,10 @@ def evaluate_multi_turn(
     """
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    # `batch_size` rows at a time, each with its environment: an MCP server's process and working copy live only
-    # until their rows' state is checked, so at most `batch_size` servers run at once, however many rows there are.
     from tqdm import tqdm
 
+    # `batch_size` rows at a time, each with its environment: an MCP server's process and working copy live only
+    # until their rows' state is checked, so at most `batch_size` servers run at once, however many rows there are.
     rollouts: list[Rollout] = []
     checks: list[float] = []
     with tqdm(total=len(rows), desc="rollouts", disable=not progress or None) as bar:  # one bar over every chunk
