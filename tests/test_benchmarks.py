@@ -731,9 +731,13 @@ def test_every_benchmark_of_make_bench_has_a_smoke_run():
     assert sorted(make_bench_modules()) == sorted(SMOKE_ARGS)
 
 
-# bench_memory's smallest run still starts four processes (about a minute and a half on 2 cores): `slow`, run by .ci/run.
+# Run by .ci/run, `slow` here: bench_memory's smallest run still starts four processes (about a minute and a half on 2
+# cores), bench_mcp's starts MCP servers (17 s, the default suite's longest test on 2026-12-07).
+SLOW_SMOKES = {"bench_memory", "bench_mcp"}
+
+
 @pytest.mark.parametrize(
-    "module", [pytest.param(name, marks=pytest.mark.slow) if name == "bench_memory" else name for name in SMOKE_ARGS]
+    "module", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_SMOKES else name for name in SMOKE_ARGS]
 )
 def test_benchmark_of_make_bench_runs_in_its_smallest_configuration(module, tiny_model_dir, tmp_path):
     if module in NEEDS_BFCL:
