@@ -4,7 +4,6 @@ message and exit 2; and `run_info.json` records the `provenance.json` of a local
 
 import json
 import logging
-import os
 import shutil
 import signal
 import subprocess
@@ -112,13 +111,25 @@ def test_killed_run_resumes_with_the_same_steps_and_kl_coefficient(tiny_model_di
         ),
     ],
 )
-def test_bad_recipes_get_one_clear_message(tiny_model_dir, small_data, tmp_path, overrides, message):
+def test_bad_recipes_get_one_clear_message(
+    tiny_model_dir, small_data, tmp_path, overrides, message, monkeypatch, capsys
+):
+    from huggingface_hub import constants
+
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf-home" / "token"))  # no saved login either
     recipe = write_recipe(tmp_path / "r.yaml", tiny_model_dir, small_data["train"], tmp_path / "out", **overrides)
-    env = {key: value for key, value in os.environ.items() if key != "HF_TOKEN"}
-    env["HF_HOME"] = str(tmp_path / "hf-home")  # no saved login either
-    result = subprocess.run(command("train", "--config", recipe), capture_output=True, text=True, env=env)
+    assert cli(["train", "--config", recipe]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_bad_recipe_ends_the_process_with_exit_2_and_no_traceback(tiny_model_dir, small_data, tmp_path):
+    """The cases above run in this process, as `main` does; this one runs `grpo-tools train` as a user starts it."""
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_model_dir, small_data["train"], tmp_path / "out", beta=0.0)
+    result = subprocess.run(command("train", "--config", recipe), capture_output=True, text=True)
     assert result.returncode == 2
-    assert message in result.stderr
+    assert "adaptive_kl needs a starting beta > 0" in result.stderr
     assert "Traceback" not in result.stderr
 
 
