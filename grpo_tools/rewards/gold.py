@@ -144,9 +144,16 @@ def _possible(possible_answers: Any, calls: tuple[ToolCall, ...], row: str) -> t
     """BFCL acceptable values; derived from the gold calls (each value the only one, each given param required)."""
     if isinstance(possible_answers, str):
         possible_answers = _load_json(possible_answers, "possible_answers", row)
-    if possible_answers is None:
+    if possible_answers is None:  # a scalar is its own acceptable value: read inline, the common case
         return tuple(
-            (call.name, {key: [_acceptable(value)] for key, value in call.arguments.items()}) for call in calls
+            (
+                call.name,
+                {
+                    key: [value if type(value) in _SCALARS else _acceptable(value)]
+                    for key, value in call.arguments.items()
+                },
+            )
+            for call in calls
         )
     if not isinstance(possible_answers, list):
         raise GoldError(f"{row}: possible_answers must be a list with one entry per gold call")
@@ -176,6 +183,9 @@ def _possible(possible_answers: Any, calls: tuple[ToolCall, ...], row: str) -> t
 GOLD_CACHE: dict[tuple[str, str, str | None], tuple[tuple[ToolCall, ...], dict[str, Any]] | None] = {}
 _GOLD_CACHE_SIZE = 4096
 _UNSEEN = object()
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _acceptable(value: Any) -> Any:
