@@ -182,7 +182,9 @@ class _Tally:
     invalid_data: list[str] = field(default_factory=list)
 
     def add(self, category: str, score: float, errors: tuple[str, ...] | list[str]) -> None:
-        totals = self.by_category.setdefault(category, [0, 0, 0.0])
+        totals = self.by_category.get(category)
+        if totals is None:  # not `setdefault`, which builds a new list for every row
+            totals = self.by_category[category] = [0, 0, 0.0]
         totals[0] += 1
         totals[1] += score >= 1.0
         totals[2] += score
@@ -213,7 +215,7 @@ def score_files(
     if not predictions.is_file():
         raise DataError(f"{predictions}: no such file")
     tasks = list(line_ranges(predictions, _RANGE_BYTES))
-    total_lines = sum(1 for _ in _lines_of(predictions, tasks))
+    total_lines = len(_lines_of(predictions, tasks))
     tally, notes = _Tally(), []
     seen = bytearray(len(index))
     cleanup = ExitStack()
