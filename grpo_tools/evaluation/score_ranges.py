@@ -10,7 +10,8 @@ Predictions are most often written in the data's order, one a row. So while inde
 reads the same lines of the predictions file, and where a line's prediction has the id of the data row on the same
 line it scores it there, with the gold it has just built (`Prescored`). Scoring later takes that score instead of
 reading the data row and building its gold a second time: the same score, each prediction still joined, counted and
-merged in file order as any other.
+merged in file order as any other. A range of the predictions file whose every line was scored so is handed on from
+what indexing kept, without reading its lines again.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 from array import array
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from hashlib import blake2b
 from itertools import count
@@ -29,6 +29,7 @@ import orjson
 
 from grpo_tools.data.jsonl import DataError, parse_jsonl_line
 from grpo_tools.data.rows import derive_category
+from grpo_tools.evaluation.byte_ranges import count_newlines, range_lines
 from grpo_tools.rewards import GoldError, make_gold, score_completion
 from grpo_tools.rewards.gold import Gold
 from grpo_tools.rewards.parsing.fastjson import no_nineteen_digits
@@ -40,79 +41,11 @@ __all__ = [
     "ScoredPart",
     "id_key",
     "index_range",
-    "line_ranges",
-    "line_starts",
     "load_row",
     "release_index",
     "score_range",
     "set_index",
 ]
-
-
-def line_ranges(path: Path, size: int) -> Iterator[tuple[int, int, int]]:
-    """`(start, end, first line number)` of consecutive byte ranges of about `size` bytes, each ending at a line's
-    end (or the file's)."""
-    with path.open("rb") as handle:
-        start, line = 0, 1
-        while True:
-            block = handle.read(size)
-            if not block:
-                return
-            if not block.endswith(b"\n"):
-                block += handle.readline()
-            yield start, start + len(block), line
-            start += len(block)
-            line += _newlines(block)
-
-
-def line_starts(path: Path, numbers: list[int]) -> list[int]:
-    """The byte offset at which each line (1-based, in ascending order) starts; the file's size for a line past its
-    end."""
-    import numpy as np
-
-    starts: list[int] = []
-    wanted = iter(numbers)
-    target = next(wanted, None)
-    while target == 1:
-        starts.append(0)
-        target = next(wanted, None)
-    position, before = 0, 0  # the block's offset, and the newlines before it
-    with path.open("rb") as handle:
-        while target is not None:
-            block = handle.read(_BLOCK_BYTES)
-            if not block:
-                break
-            newlines = _newlines(block)
-            found = None
-            while target is not None and target - 1 <= before + newlines:  # the line starts after newline target-1
-                if found is None:
-                    found = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
-                starts.append(position + int(found[target - 2 - before]) + 1)
-                target = next(wanted, None)
-            position, before = position + len(block), before + newlines
-    size = path.stat().st_size
-    return starts + [size] * (len(numbers) - len(starts))
-
-
-_BLOCK_BYTES = 1 << 20
-
-
-def _newlines(block: bytes) -> int:
-    """`block.count(b"\\n")`, in numpy's vector loop: a sixth of the time on a MiB (the main process counts every
-    line of both files while cutting them into ranges)."""
-    import numpy as np
-
-    return int(np.count_nonzero(np.frombuffer(block, dtype=np.uint8) == 10))
-
-
-def _lines(path: Path, start: int, end: int) -> list[bytes]:
-    with path.open("rb") as handle:
-        handle.seek(start)
-        block = handle.read(end - start)
-    lines = block.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
-    return lines
 
 
 def id_key(row_id: Any) -> int:
@@ -182,10 +115,10 @@ def index_range(task: tuple[str, int, int, int, tuple[str, int, int, str] | None
     name, start, end, line_number, same_lines = task
     path = Path(name)
     part = IndexPart()
-    data_lines = _lines(path, start, end)
+    data_lines = range_lines(path, start, end)
     predictions: list[bytes] = []
     if same_lines is not None:
-        predictions = _lines(Path(same_lines[0]), same_lines[1], same_lines[2])
+        predictions = range_lines(Path(same_lines[0]), same_lines[1], same_lines[2])
         part.scored = Prescored()
     misses = 0
     offset = start
@@ -196,7 +129,9 @@ def index_range(task: tuple[str, int, int, int, tuple[str, int, int, str] | None
         found = _index_row(part, name, line, line_offset, number)
         if type(found) is str:
             part.problems.append((number, found))
-        elif number - line_number < len(predictions) and misses <= max(_MISSES_ALLOWED, len(part.scored.lines)):
+        elif number - line_number < len(predictions) and (
+            misses <= _MISSES_ALLOWED or misses <= len(part.scored.lines)
+        ):
             label = f"{name}: row {number}"  # as `score_range` names the row
             if not _prescore(part.scored, predictions[number - line_number], number, *found, same_lines[3], label):
                 misses += 1
@@ -242,10 +177,9 @@ def _index_row(part: IndexPart, path: str, line: bytes, offset: int, line_number
     row_id = row.get("id")
     if row_id is None:
         return f"{_row_label(path, line_number)}: id: missing"
-    label = _row_label(path, line_number, row_id)
-    for required in ("tools", "answers"):
-        if required not in row:
-            return f"{label}: {required}: missing"
+    label = f"{path}: row {line_number} (id={row_id})"  # `_row_label`, inline
+    if "tools" not in row or "answers" not in row:
+        return f"{label}: {'tools' if 'tools' not in row else 'answers'}: missing"
     try:
         gold = make_gold(row["tools"], row["answers"], row.get("possible_answers"), label)
         if gold.possible_answers is not None:  # derived from the gold calls they cannot be wrong: not worth building
@@ -302,6 +236,39 @@ def _data_handle() -> Any:
     return _STATE["handle"]
 
 
+def _all_prescored(
+    path: Path, start: int, end: int, first_line: int, prescored: Prescored, data_lines: array
+) -> ScoredPart | None:
+    """The range's part without reading its lines one by one, when indexing scored every line of it (then none is
+    blank, unreadable or joined to another row, and none needs its id read); None otherwise."""
+    import numpy as np
+
+    with path.open("rb") as handle:
+        handle.seek(start)
+        block = handle.read(end - start)
+    lines = count_newlines(block) + (not block.endswith(b"\n"))  # the last line may lack its newline
+    scored_lines = np.frombuffer(prescored.lines, dtype=np.int64)
+    first = int(np.searchsorted(scored_lines, first_line))
+    last = first + lines - 1
+    # The scored lines are sorted and distinct: `lines` of them from `first_line` to its last line are all of them.
+    if (
+        not block
+        or last >= len(scored_lines)
+        or (scored_lines[first], scored_lines[last]) != (first_line, first_line + lines - 1)
+    ):
+        return None
+    numbers = scored_lines[first : last + 1]
+    part = ScoredPart(lines=lines, predictions=lines, ids=[None] * lines, errors=prescored.errors[first : last + 1])
+    part.rows.frombytes(np.searchsorted(np.frombuffer(data_lines, dtype=np.int64), numbers).astype(np.int64).tobytes())
+    part.line_numbers.frombytes(numbers.tobytes())
+    part.scores = prescored.scores[first : last + 1]
+    if prescored.gold_errors:
+        for position, number in enumerate(range(first_line, first_line + lines)):
+            if number in prescored.gold_errors:
+                part.gold_errors[position] = prescored.gold_errors[number]
+    return part
+
+
 def score_range(task: tuple[int, int, int]) -> ScoredPart:
     """Read, join and score the predictions of one byte range of the predictions file: `(start, end, first line)`."""
     import numpy as np
@@ -311,8 +278,12 @@ def score_range(task: tuple[int, int, int]) -> ScoredPart:
     keys, rows, offsets, data_lines = index.keys, index.rows, index.offsets, index.line_numbers
     prescored: Prescored | None = index.prescored
     data = _data_handle()
+    if prescored is not None and not _STATE["ids"]:
+        whole = _all_prescored(path, start, end, first_line, prescored, data_lines)
+        if whole is not None:
+            return whole
     part = ScoredPart()
-    lines = _lines(path, start, end)
+    lines = range_lines(path, start, end)
     part.lines = len(lines)
     # Each line's position among the lines whose prediction indexing scored, or -1.
     known = [-1] * len(lines)

@@ -21,12 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from grpo_tools.data.rows import DataError
+from grpo_tools.evaluation.byte_ranges import line_ranges, line_starts
 from grpo_tools.evaluation.score_ranges import (
     Prescored,
     ScoredPart,
     index_range,
-    line_ranges,
-    line_starts,
     read_id,
     release_index,
     score_range,

@@ -173,7 +173,7 @@ def test_workers_reading_their_own_ranges_give_byte_identical_reports_notes_and_
 
 def _layouts(tmp_path):
     """Prediction files against one data file: in the data's order, shuffled, and in order with a row's second
-    prediction, unreadable, unmatched and blank lines, one missing, and a row whose tool schema only `schema` reads."""
+    prediction, unreadable, unmatched and blank lines, one missing, and two rows whose tool schema cannot be read."""
     import random
 
     rows = [{**DATA[i % len(DATA)], "id": f"r{i}"} for i in range(40)]
@@ -181,14 +181,16 @@ def _layouts(tmp_path):
         "type": "function",
         "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "colour"}}}},
     }
-    rows[9] = {"id": "r9", "messages": MESSAGES, "tools": [broken], "answers": [{"name": "f", "arguments": {"x": 1}}]}
+    for broken_row in (9, 39):  # the second on the last line: the end of a range
+        rows[broken_row] = {"id": f"r{broken_row}", "messages": MESSAGES, "tools": [broken],
+                            "answers": [{"name": "f", "arguments": {"x": 1}}]}  # fmt: skip
     rows[33]["id"] = "33"
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in rows))
     lines = [
         json.dumps({"id": row["id"], "completion": PREDICTIONS[i % 5]["completion"]}) for i, row in enumerate(rows)
     ]
-    lines[9] = json.dumps({"id": "r9", "completion": "[f(x=1)]"})
+    lines[9], lines[39] = (json.dumps({"id": f"r{row}", "completion": "[f(x=1)]"}) for row in (9, 39))
     files = {"in order": lines, "shuffled": random.Random(0).sample(lines, len(lines))}
     mixed = list(lines)
     mixed[5] = json.dumps({"id": "r6", "completion": "r6, early"})  # r5 missing; r6 twice, the first scored
@@ -229,7 +231,7 @@ def test_predictions_scored_while_indexing_give_the_report_of_the_join(tmp_path,
     report = json.loads(with_rows[0][0])  # the mixed file
     assert report["rows"] == {"data": 40, "predictions": 39, "scored": 36, "missing_prediction": 4,  # r5, 12, 20, 30
                               "unmatched_prediction": 1, "duplicate_prediction": 2, "unreadable": 1,
-                              "invalid_data": 1}  # fmt: skip
+                              "invalid_data": 2}  # fmt: skip
 
 
 def test_predictions_in_the_data_order_are_scored_without_reading_the_data_again(tmp_path, monkeypatch):
@@ -256,17 +258,17 @@ def test_predictions_in_the_data_order_are_scored_without_reading_the_data_again
 
 
 def test_line_starts_finds_each_line_across_blocks(tmp_path, monkeypatch):
-    import grpo_tools.evaluation.score_ranges as score_ranges
+    import grpo_tools.evaluation.byte_ranges as byte_ranges
 
-    monkeypatch.setattr(score_ranges, "_BLOCK_BYTES", 7)
+    monkeypatch.setattr(byte_ranges, "_BLOCK_BYTES", 7)
     path = tmp_path / "lines.txt"
     content = b"\xef\xbb\xbfone\n\nthree is longer than a block\nfour\nfive"  # no newline after the last line
     path.write_bytes(content)
     lines = content.split(b"\n")
     starts = [sum(len(line) + 1 for line in lines[: number - 1]) for number in range(1, 6)]
-    assert score_ranges.line_starts(path, [1, 2, 3, 4, 5, 6, 9]) == [*starts, len(content), len(content)]
-    assert score_ranges.line_starts(path, [2, 5]) == [starts[1], starts[4]]
-    assert score_ranges.line_starts(path, []) == []
+    assert byte_ranges.line_starts(path, [1, 2, 3, 4, 5, 6, 9]) == [*starts, len(content), len(content)]
+    assert byte_ranges.line_starts(path, [2, 5]) == [starts[1], starts[4]]
+    assert byte_ranges.line_starts(path, []) == []
 
 
 def test_ids_whose_keys_collide_are_still_told_apart(files, tmp_path, monkeypatch):
