@@ -426,3 +426,44 @@ def test_scoring_single_turn_rows_never_imports_torch():
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     assert run.stdout.strip() == "[]"
+
+
+def test_ranges_merged_at_once_give_the_totals_of_one_row_at_a_time(tmp_path, monkeypatch):
+    """Without per-row verdicts, a range whose predictions are each for a row not yet seen is added with numpy. The
+    report is the same bytes as the one row at a time gives (with `--per-row`): each category's rewards, fractions
+    here, summed in file order, and the categories entering the tally in the order they are met."""
+    import random
+
+    import grpo_tools.evaluation.scoring as scoring
+    from tasks.synthetic import generate_rows
+
+    monkeypatch.setattr(scoring, "_RANGE_BYTES", 4000)
+    rng = random.Random(0)
+    rows = generate_rows("train", 1500, seed=1)
+    data, predictions = tmp_path / "data.jsonl", tmp_path / "predictions.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    lines = []
+    for row in rows:
+        calls = [{**call, "arguments": {key: value if rng.random() < 0.6 else "wrong" for key, value in
+                                        call["arguments"].items()}} for call in row["answers"]]  # fmt: skip
+        text = "".join(f"<tool_call>{json.dumps(call)}</tool_call>" for call in calls) or "No tool fits."
+        lines.append(json.dumps({"id": row["id"], "completion": text}))
+    # Shuffled, but starting with a row of each category in the reverse of the order the data first has them.
+    first_met = list(dict.fromkeys(row["category"] for row in rows))
+    category = {row["id"]: row["category"] for row in rows}
+    rng.shuffle(lines)
+    for name in first_met:
+        lines.insert(0, lines.pop(next(i for i, line in enumerate(lines) if category[json.loads(line)["id"]] == name)))
+    predictions.write_text("\n".join(lines) + "\n")
+    merged, met = [], []  # whether each range was merged at once; the order categories entered the tally
+    monkeypatch.setattr(scoring, "_merge_at_once", lambda *args, merge=scoring._merge_at_once: merged.append(
+        merge(*args)) or merged[-1])  # fmt: skip
+    monkeypatch.setattr(scoring, "_report", lambda *args, report=scoring._report: met.append(list(
+        args[3].by_category)) or report(*args))  # fmt: skip
+    at_once, _ = score_files(data, predictions, "partial", workers=1, progress=False)
+    assert merged and all(merged)
+    one_by_one, _ = score_files(data, predictions, "partial", workers=1, per_row=tmp_path / "rows.jsonl",
+                                progress=False)  # fmt: skip
+    assert json.dumps(at_once) == json.dumps(one_by_one)
+    assert met[0] == met[1] == first_met[::-1]  # the mean reward sums the categories in that order
+    assert len({round(total["mean_reward"], 3) for total in at_once["by_category"].values()}) > 2
