@@ -67,6 +67,7 @@ def count_newlines(block: bytes) -> int:
 
 
 def range_lines(path: Path, start: int, end: int) -> list[bytes]:
+    """The lines of a byte range, without their newlines."""
     with path.open("rb") as handle:
         handle.seek(start)
         block = handle.read(end - start)
