@@ -358,6 +358,11 @@ def test_scorer_choices_come_from_the_reward_registry():
         ),
         ('{"id": "a", "tools": [], "answers": []}\n{"id": "a", "tools": [], "answers": []}\n', "duplicate of row 1"),
         ("\n\n", "no data rows"),
+        (
+            '{"id": "a", "tools": [], "answers": [], "category": ["simple"]}\n',
+            r"\(id=a\): category: expected a string",
+        ),
+        ('{"id": "a", "tools": [], "answers": [], "category": 5}\n', r"\(id=a\): category: expected a string"),
     ],
 )
 def test_bad_data_gets_one_clear_message(tmp_path, content, message):
@@ -467,3 +472,15 @@ def test_ranges_merged_at_once_give_the_totals_of_one_row_at_a_time(tmp_path, mo
     assert json.dumps(at_once) == json.dumps(one_by_one)
     assert met[0] == met[1] == first_met[::-1]  # the mean reward sums the categories in that order
     assert len({round(total["mean_reward"], 3) for total in at_once["by_category"].values()}) > 2
+
+
+def test_any_number_of_categories_is_scored(tmp_path):
+    """A category is any string: 300 of them (past what one byte a row could number) are each reported."""
+    data, predictions = tmp_path / "data.jsonl", tmp_path / "predictions.jsonl"
+    rows = [{**DATA[5], "id": f"r{i}", "category": f"kind-{i}"} for i in range(300)]
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    right = hermes({"name": "set_timer", "arguments": {"minutes": 10}})
+    predictions.write_text("".join(json.dumps({"id": row["id"], "completion": right}) + "\n" for row in rows))
+    for per_row in (None, tmp_path / "rows.jsonl"):
+        report, _ = score_files(data, predictions, "bfcl", workers=1, per_row=per_row, progress=False)
+        assert len(report["by_category"]) == 300 and report["by_category"]["kind-299"]["accuracy"] == 1.0
