@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from grpo_tools.data.jsonl import DataError, parse_jsonl_line
+from grpo_tools.data.jsonl import DataError, json_type, parse_jsonl_line
 from grpo_tools.data.rows import derive_category
 from grpo_tools.evaluation.byte_ranges import count_newlines, range_lines
 from grpo_tools.rewards import GoldError, make_gold, score_completion
@@ -180,6 +180,9 @@ def _index_row(part: IndexPart, path: str, line: bytes, offset: int, line_number
     label = f"{path}: row {line_number} (id={row_id})"  # `_row_label`, inline
     if "tools" not in row or "answers" not in row:
         return f"{label}: {'tools' if 'tools' not in row else 'answers'}: missing"
+    category = row.get("category")
+    if category is not None and type(category) is not str:
+        return f"{label}: category: expected a string, got {json_type(category)}"
     try:
         gold = make_gold(row["tools"], row["answers"], row.get("possible_answers"), label)
         if gold.possible_answers is not None:  # derived from the gold calls they cannot be wrong: not worth building
@@ -190,7 +193,7 @@ def _index_row(part: IndexPart, path: str, line: bytes, offset: int, line_number
     part.keys.append(id_key(row_id))
     part.offsets.append(offset)
     part.line_numbers.append(line_number)
-    part.categories.append(row.get("category") or derive_category(gold.calls, tools))
+    part.categories.append(category or derive_category(gold.calls, tools))
     return row_id, gold
 
 

@@ -58,7 +58,7 @@ class DataIndex:
     rows: array  # the row index (0-based, in file order) of each key
     offsets: array  # byte offset of each row's line
     line_numbers: array  # 1-based line number of each row, for messages
-    categories: bytearray  # index into category_names, per row
+    categories: array  # index into category_names, per row (four bytes: any number of categories)
     category_names: list[str]
     prescored: Prescored | None = None  # predictions scored while indexing (`score_ranges`), by line number
 
@@ -92,7 +92,7 @@ def index_data(
         raise DataError(f"{path}: no such file") from None
     except OSError as error:
         raise DataError(f"{path}: cannot be read ({error.strerror or error})") from None
-    index = DataIndex(path, array("Q"), array("q"), array("q"), array("q"), bytearray(), [])
+    index = DataIndex(path, array("Q"), array("q"), array("q"), array("q"), array("I"), [])
     category_codes: dict[str, int] = {}
     keys = array("Q")
     found: list[tuple[int, str]] = []
@@ -282,7 +282,7 @@ def _merge_at_once(part: ScoredPart, index: DataIndex, tally: _Tally, seen: byte
     _count_lines(part, tally)
     marks[rows] = 1
     tally.invalid_data += [part.gold_errors[position] for position in sorted(part.gold_errors)]
-    codes = np.frombuffer(index.categories, dtype=np.uint8)[rows]
+    codes = np.frombuffer(index.categories, dtype=np.uint32)[rows]
     scores = np.frombuffer(part.scores, dtype=np.float64)
     distinct, first = np.unique(codes, return_index=True)
     for code in distinct[np.argsort(first)].tolist():
